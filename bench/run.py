@@ -6,11 +6,13 @@
 Sections (``--only`` takes a comma list of their names):
 
 ``ceiling``   GEMM rate (float64, float32) through numpy's BLAS and the memory read bandwidth (a large
-              array read once: numpy sum, BLAS ddot, BLAS dgemv; the largest is the ceiling).
+              array read once: numpy sum, BLAS ddot, BLAS dgemv and, where the fused kernel builds, a C vector
+              sum by its compiler; the largest is the ceiling).
 ``ifca``      one synthetic IFCA gradient-averaging iteration (IFCA journal Alg. 2, option I) at
               (m, n, d, k) = (100, 100, 1000, 2) and (400, 100, 1000, 4), float64 and float32: against the
-              roofline floor ``max(flops / GEMM rate, data bytes / read bandwidth)`` (target >= 50 %) and against
-              the plain reference of ``bench/reference.py`` (target >= 10x).
+              roofline floor ``max(flops / GEMM rate, data bytes / read bandwidth)`` (target >= 50 %) on the path
+              ``GLMBackend`` takes (the compiled read-once kernel of ``synth/_kernels`` where it builds), the
+              other path beside it, and against the plain reference of ``bench/reference.py`` (target >= 10x).
 ``restarts``  IFCA Fig. 3 protocol, 10 initialisations x 3 step sizes: the 30 runs stacked as model rows of one
               computation vs 30 separate runs (target >= 5x).
 ``oneshot``   SR-FCA ONE_SHOT (Alg. 1) pairwise distances (l2 and the cross-cluster loss of Def. 5.1) and its
@@ -110,7 +112,7 @@ def ceilings(quick: bool) -> tuple[dict, list[dict]]:
     size = 1500 if quick else 2000
     rates = {"float64": gemm_rate(np.float64, size, MIN_REPEATS), "float32": gemm_rate(np.float32, size, MIN_REPEATS)}
     rows = [row("ceiling", f"GEMM {dt}", f"{size}^3", None, "GFLOP/s", rate) for dt, rate in rates.items()]
-    for kernel in ("numpy_sum", "blas_ddot", "blas_dgemv"):
+    for kernel in [k for k in ("numpy_sum", "blas_ddot", "blas_dgemv", "c_stream") if k in bw]:
         rows.append(row("ceiling", f"read {kernel}", f"{n_bytes / 1e6:.0f} MB", None, "GB/s", bw[kernel],
                         note="ceiling" if bw[kernel] == bw["ceiling"] else ""))
     return {"gemm_gflops": rates, "read_gbs": bw["ceiling"], "read": bw}, rows
@@ -134,13 +136,16 @@ def ifca_rows(ceil: dict, quick: bool) -> list[dict]:
 
 def _ifca_case(ceil: dict, m: int, n: int, d: int, k: int, dtype, iters: int, ref_iters: int) -> list[dict]:
     from synth.algorithms import IFCA
+    from synth.backend import GLMBackend
 
     name = np.dtype(dtype).name
     fed = _federation(m, n, d, k, dtype)
-    be = fed.backend()
+    be = fed.backend()  # kernel="auto": the path a user gets
+    other = GLMBackend(fed, kernel="numpy" if be.kernel == "fused" else "fused") if _fused_available() else None
     init = np.random.default_rng(1).binomial(1, 0.5, size=(k, d)).astype(dtype)
     est = IFCA(n_clusters=k, n_rounds=iters, step_size=0.1, init=init, random_state=0)
     t = timed(lambda: est.fit(be))
+    models_auto = est.models_.copy()
     per_iter = t["median"] / iters
     data_bytes = fed.X.nbytes + fed.y.nbytes
     flops = 2 * m * n * d * k + 2 * m * n * d  # scores of every model + one gradient per client
@@ -153,43 +158,32 @@ def _ifca_case(ceil: dict, m: int, n: int, d: int, k: int, dtype, iters: int, re
     bound = "memory" if mem_floor >= flop_floor else "compute"
     tr = timed(lambda: reference_ifca(fed.X, fed.y, fed.n_samples, init, 0.1, ref_iters))
     speedup = (tr["median"] / ref_iters) / per_iter
-    probe = _probe_row(fed, init, floor, size) if target and name == "float64" else []
-    return [
-        row("ifca", "IFCA iteration vs roofline", size, t, "% of roofline", 100 * frac, ">= 50%" if target else "",
-            (frac >= 0.5) if target else None,
+    rows = [
+        row("ifca", f"IFCA iteration vs roofline [{be.kernel} path]", size, t, "% of roofline", 100 * frac,
+            ">= 50%" if target else "", (frac >= 0.5) if target else None,
             f"floor {1e3 * floor:.2f} ms ({bound}-bound: {data_bytes / 1e6:.0f} MB, {flops / 1e9:.2f} GFLOP)",
             unit="s/iter", per=iters, floor_s=floor, mem_floor_s=mem_floor, flop_floor_s=flop_floor,
-            data_bytes=data_bytes, flops=flops),
-        row("ifca", "plain reference (loop clients x models)", size, tr, "speed-up", speedup,
-            ">= 10x" if target else "", (speedup >= 10) if target else None,
-            f"reference at {100 * floor / (tr['median'] / ref_iters):.0f}% of roofline"
-            + ("" if target else "; not a target size"), unit="s/iter", per=ref_iters),
-    ] + probe
+            data_bytes=data_bytes, flops=flops, kernel=be.kernel),
+    ]
+    if other is not None:  # the other path of GLMBackend on the same data, side by side
+        to = timed(lambda: est.fit(other))
+        tol = 1e-8 if name == "float64" else 1e-3
+        same = np.allclose(est.models_, models_auto, rtol=tol, atol=tol)
+        rows.append(row("ifca", f"IFCA iteration vs roofline [{other.kernel} path]", size, to, "% of roofline",
+                        100 * floor / (to["median"] / iters), unit="s/iter", per=iters, kernel=other.kernel,
+                        note=f"{(to['median'] / t['median']):.2f}x the {be.kernel} path's time; same models as "
+                             f"the {be.kernel} path: {'yes' if same else 'NO'}"))
+    rows.append(row("ifca", "plain reference (loop clients x models)", size, tr, "speed-up", speedup,
+                    ">= 10x" if target else "", (speedup >= 10) if target else None,
+                    f"reference at {100 * floor / (tr['median'] / ref_iters):.0f}% of roofline"
+                    + ("" if target else "; not a target size"), unit="s/iter", per=ref_iters))
+    return rows
 
 
-def _blas_threads() -> int:
-    from threadpoolctl import threadpool_info
+def _fused_available() -> bool:
+    from synth import _kernels
 
-    return max([lib["num_threads"] for lib in threadpool_info() if lib.get("user_api") == "blas"] or [1])
-
-
-def _probe_row(fed, init: np.ndarray, floor: float, size: str) -> list[dict]:
-    """The fused C probe of bench/fused_probe.py on the same data: what a compiled kernel would reach."""
-    from bench.fused_probe import build, fused_iteration
-    from bench.reference import reference_iteration
-
-    lib = build()
-    if lib is None:
-        return [row("ifca", "fused C probe (not shipped)", size, None, "% of roofline", None,
-                    note="no C compiler: probe skipped")]
-    threads = _blas_threads()  # the cores the BLAS kernel uses
-    got, _ = fused_iteration(lib, fed.X, fed.y, init, 0.1, threads)
-    want, _ = reference_iteration(fed.X, fed.y, fed.n_samples, init, 0.1)
-    same = np.allclose(got, want, rtol=1e-10, atol=1e-12)
-    t = timed(lambda: fused_iteration(lib, fed.X, fed.y, init, 0.1, threads))
-    return [row("ifca", "fused C probe (not shipped)", size, t, "% of roofline", 100 * floor / t["median"],
-                note=f"2 passes per client, {threads} thread(s); == reference: {'yes' if same else 'NO'}",
-                unit="s/iter")]
+    return _kernels.load() is not None
 
 
 # --------------------------------------------------------------------------- 3. restarts

@@ -10,6 +10,15 @@ assignment, and the gradient at the chosen model all come from the cached
 block), and over the models of a small stack (``M <= 4``), where one BLAS
 matrix-vector product per model is faster than a skinny GEMM.
 
+Where a C compiler is available, small model stacks (up to 4 models, or 64 KiB)
+take the fused kernel of :mod:`synth._kernels` instead (``GLMBackend.kernel``
+says which path is in use): it streams each client's rows once and, with each
+row in cache, forms the scores of all models and accumulates the gradients of all
+of them, so a client's data is read from memory exactly once per round; only
+the accumulators of the models a client is weighted on are then added into
+``G``.  Larger stacks (IFCA's stacked restarts) keep the numpy path, where
+GEMM is faster than ``M`` axpys per row.
+
 Per-sample losses as functions of the score ``s = <theta, x>``:
 
 * linear:   ``l = (s - y)^2``,                      ``dl/ds = 2 (s - y)``
@@ -22,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
+from . import _kernels
 from .federation import Federation
 from .theta import pairwise_distances
 from .validation import check_choice, check_int, check_random_state, check_real
@@ -30,6 +40,13 @@ __all__ = ["GLMBackend", "IllConditionedError"]
 
 _SMALL_STACK = 4  # up to this many models, per-model gemv beats OpenBLAS' skinny GEMM
 _BLOCK_BYTES = 8 * 2**20
+# The fused kernel does M axpys per row against accumulators that live in L1/L2; GEMM wins once the model
+# stack outgrows that (measured by bench/roofline.py --sweep on a 2-core EPYC: fused 0.4-0.8x the numpy
+# time for stacks up to 64 KiB, 1.1-2.5x beyond).  Up to 4 models, where numpy makes M + 1 passes, it wins always.
+_FUSED_ALWAYS_MODELS = 4
+_FUSED_MAX_STACK_BYTES = 64 * 2**10
+_FUSED_BUFFER_BYTES = 2**20  # per-client gradient accumulators of a block: cache resident until combined
+_FUSED_DATA_BYTES = 16 * 2**20  # data streamed per block: half the last-level cache, so the buffer survives it
 
 
 class IllConditionedError(ValueError):
@@ -49,10 +66,21 @@ class GLMBackend:
         disjoint subsets of n/(2T); round t uses subsets 2t and 2t+1).
     rounds : T, required for ``"split"``.
     random_state : seed of the fresh draws (``"fresh"`` only).
+    kernel : ``"auto"`` (the compiled fused kernel where it can be built, else numpy), ``"fused"``
+        (require it: an error if it cannot be had) or ``"numpy"``.  The fused and numpy paths agree to
+        rounding; the fused path gives the same numbers for any ``threads`` and block size.
+    threads : threads of the fused kernel (``None``: as many as numpy's BLAS may use now, at most 2, so a
+        ``threadpoolctl`` limit -- the Monte Carlo engine's one thread per trial -- is respected).
+
+    Attributes
+    ----------
+    kernel : ``"fused"`` or ``"numpy"``: the path taken by :meth:`losses_and_weighted_gradients` and
+        :meth:`losses` for stacks of up to 4 models or 64 KiB (larger stacks always take numpy's GEMM).
     """
 
     def __init__(self, federation: Federation, regime: str = "fixed", rounds: int | None = None,
-                 random_state=None, block_bytes: int = _BLOCK_BYTES):
+                 random_state=None, block_bytes: int = _BLOCK_BYTES, kernel: str = "auto",
+                 threads: int | None = None):
         self.fed = federation
         self.regime = check_choice("regime", regime, ("fixed", "fresh", "split"))
         self.X, self.y = federation.X, federation.y
@@ -75,6 +103,39 @@ class GLMBackend:
                 raise ValueError(f"regime='split' needs n >= 2*rounds = {need} samples per client, "
                                  f"got min n = {self.n_samples.min()}")
         self._seed = np.random.SeedSequence(check_random_state(random_state).integers(2**63))
+        self._kernel_request = check_choice("kernel", kernel, ("auto", "fused", "numpy"))
+        self.threads = None if threads is None else check_int("threads", threads, low=1)
+        self._attach_kernel()
+
+    def __getstate__(self) -> dict:
+        # the loaded library and the addresses bound to it belong to this process: rebuilt on unpickling
+        state = self.__dict__.copy()
+        state["_fused"] = state["_fused_data"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._attach_kernel()
+
+    def _attach_kernel(self) -> None:
+        self._fused = self._fused_library()
+        self._fused_data = None if self._fused is None else self._fused.bind(self.X, self.y)
+        self.kernel = "numpy" if self._fused is None else "fused"
+
+    def _fused_library(self) -> _kernels.FusedLibrary | None:
+        if self._kernel_request == "numpy":
+            return None
+        lib = _kernels.load()
+        why = None
+        if lib is None:
+            why = _kernels.status()["reason"]
+        elif not _kernels.layout_ok(self.X, self.y):
+            why = f"data of dtype {self.X.dtype} with strides {self.X.strides} (needs float32/float64, rows contiguous)"
+        if why is None:
+            return lib
+        if self._kernel_request == "fused":
+            raise ValueError(f"kernel='fused' is not available here: {why}; use kernel='auto' or 'numpy'")
+        return None
 
     # ------------------------------------------------------------------ helpers
     def _blocks(self, clients: np.ndarray | None, n_models: int = 1):
@@ -145,6 +206,8 @@ class GLMBackend:
         """Empirical loss of every (selected) client on every model: ``(c, M)`` float64."""
         models = self.from_numpy(models)
         clients = self._clients(clients)
+        if self._use_fused(len(models)):
+            return self._fused_pass(models, None, clients)[0]
         out = np.empty((self._count(clients), len(models)))
         for pos, Xb, yb, inv_n, mask in self._blocks(clients, len(models)):
             b, n_max, d = Xb.shape
@@ -160,6 +223,8 @@ class GLMBackend:
         """One pass per block: losses, ``weights = choose(losses, rows)``, and ``G = sum_i w_ij grad f_i``."""
         models = self.from_numpy(models)
         clients = self._clients(clients)
+        if self._use_fused(len(models)):
+            return self._fused_pass(models, choose, clients)
         c, M = self._count(clients), len(models)
         losses = np.empty((c, M))
         weights = np.empty((c, M))
@@ -178,6 +243,67 @@ class GLMBackend:
         if self.reg:
             G += self.reg * models * weights.sum(0)[:, None]
         return losses, weights, G
+
+    def _use_fused(self, n_models: int) -> bool:
+        return self._fused is not None and (n_models <= _FUSED_ALWAYS_MODELS or
+                                            n_models * self.n_params * self.X.itemsize <= _FUSED_MAX_STACK_BYTES)
+
+    def _fused_pass(self, models: np.ndarray, choose, clients: np.ndarray | None):
+        """:meth:`losses_and_weighted_gradients` (or, with ``choose=None``, :meth:`losses`) by the fused kernel.
+
+        IFCA journal Alg. 2's identity estimation and gradient step (and any ``choose``) in one read of the data.
+        Per block of clients the kernel returns each client's loss sums and its unscaled gradient sums for
+        every model, reading the client's data once; ``choose`` then sees the block's losses exactly as on
+        the numpy path, and the kernel adds ``w_ij / n_i`` times the accumulators of the nonzero weights
+        into ``G``, client by client in order -- so the result does not depend on blocks or threads.
+        """
+        lib = self._fused
+        m, n_max, d = self.X.shape
+        M = len(models)
+        idx = np.arange(m, dtype=np.int64) if clients is None else _in_range(clients, m)
+        c = len(idx)
+        rows = np.ascontiguousarray(self.n_samples[idx], dtype=np.int64)
+        inv_n = self._inv_n[idx]
+        reg_loss = self._reg_loss(models)
+        logistic = self.family == "logistic"
+        if choose is None:
+            sums = np.empty((c, M))
+            self._run_fused(lib, idx, rows, models, logistic, sums, None)
+            return sums * inv_n[:, None] + reg_loss, None, None
+        losses = np.empty((c, M))
+        weights = np.empty((c, M))
+        G = np.zeros((M, d))
+        itemsize = self.X.itemsize
+        size = max(1, min(c, _FUSED_BUFFER_BYTES // max(1, M * d * itemsize),
+                          _FUSED_DATA_BYTES // max(1, n_max * d * itemsize)))
+        buf = np.empty((size, M, d), dtype=self.dtype)
+        sums = np.empty((size, M))
+        for s in range(0, c, size):
+            e = min(s + size, c)
+            b = e - s
+            self._run_fused(lib, idx[s:e], rows[s:e], models, logistic, sums[:b], buf[:b])
+            L = sums[:b] * inv_n[s:e, None] + reg_loss
+            W = np.asarray(choose(L, np.arange(s, e)), dtype=np.float64)
+            losses[s:e], weights[s:e] = L, W
+            lib.combine(buf[:b], weights[s:e] * inv_n[s:e, None], G)
+        if self.reg:
+            G += self.reg * models * weights.sum(0)[:, None]
+        return losses, weights, G
+
+    def _run_fused(self, lib, idx, rows, models, logistic, sums, buf) -> None:
+        """The kernel over clients ``idx``; with several threads they share the clients out dynamically."""
+        parts = self.threads if self.threads is not None else min(2, _kernels.blas_threads())
+        parts = max(1, min(parts, len(idx)))
+        data = self._fused_data
+        if parts == 1:
+            lib.losses_gradients(data, idx, rows, models, logistic, sums, buf)
+            return
+        counter = np.zeros(1, dtype=np.int64)
+
+        def task():
+            lib.losses_gradients(data, idx, rows, models, logistic, sums, buf, counter)
+
+        _kernels.run_parts([task] * parts)
 
     def _add_block_gradient(self, G: np.ndarray, W: np.ndarray, dl: np.ndarray, inv_n: np.ndarray,
                             Xb: np.ndarray) -> None:
@@ -369,11 +495,24 @@ class GLMBackend:
                 raise ValueError(f"regime='split' was built for rounds={self.rounds}, asked round {t}")
             size = int(self.n_samples.min()) // (2 * self.rounds)
             a, b = 2 * t * size, (2 * t + 1) * size
-            return (GLMBackend(self.fed.subset_rows(a, a + size)),
-                    GLMBackend(self.fed.subset_rows(b, b + size)))
+            return (self._view(self.fed.subset_rows(a, a + size)), self._view(self.fed.subset_rows(b, b + size)))
         seeds = np.random.SeedSequence(self._seed.entropy, spawn_key=(t,)).spawn(2)
-        return (GLMBackend(self.fed.draw(self.n_samples, np.random.default_rng(seeds[0]))),
-                GLMBackend(self.fed.draw(self.n_samples, np.random.default_rng(seeds[1]))))
+        return (self._view(self.fed.draw(self.n_samples, np.random.default_rng(seeds[0]))),
+                self._view(self.fed.draw(self.n_samples, np.random.default_rng(seeds[1]))))
+
+    def _view(self, federation: Federation) -> GLMBackend:
+        """A fixed-data backend on a round's data, with this backend's kernel and thread settings."""
+        return GLMBackend(federation, kernel=self._kernel_request, threads=self.threads)
+
+
+def _in_range(clients: np.ndarray, m: int) -> np.ndarray:
+    """Client indices as numpy indexing reads them (negative from the end), refusing any out of range:
+    the compiled kernel reads memory at these offsets."""
+    idx = np.where(clients < 0, clients + m, clients)
+    bad = (idx < 0) | (idx >= m)
+    if bad.any():
+        raise IndexError(f"index {clients[bad][0]} is out of bounds for axis 0 with size {m}")
+    return np.ascontiguousarray(idx, dtype=np.int64)
 
 
 def _add_slots(G: np.ndarray, P: np.ndarray, slots: np.ndarray) -> None:
