@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._machine import cpu_name  # noqa: E402
 from nets.backend import TorchBackend  # noqa: E402
 from nets.data import DataError  # noqa: E402
 from nets.datasets import build_federation  # noqa: E402
@@ -62,14 +62,7 @@ def rounds_per_second(backend, rounds: int) -> float:
 
 
 def machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (f"{cpu}, {os.cpu_count()} logical CPUs, torch {torch.__version__} ({torch.get_num_threads()} threads), "
             f"load average {load:.1f}")

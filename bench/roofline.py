@@ -205,16 +205,10 @@ def sweep_rows(dtype=np.float64) -> list[dict]:
 def machine() -> dict:
     from threadpoolctl import threadpool_info
 
+    from bench._machine import cpu_name
     from synth import _kernels
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     blas = [f"{lib.get('internal_api')} {lib.get('version')} ({lib.get('num_threads')} threads)"
             for lib in threadpool_info() if lib.get("user_api") == "blas"]
     return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,

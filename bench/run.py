@@ -89,12 +89,9 @@ def row(section: str, what: str, size: str, t: dict | None, metric: str, value: 
 def machine_info(threads: int | None) -> dict:
     from threadpoolctl import threadpool_info
 
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+    from bench._machine import cpu_name
+
+    cpu = cpu_name()
     mem = None
     with contextlib.suppress(OSError, ValueError, IndexError):
         mem = int(Path("/proc/meminfo").read_text().split()[1]) * 1024
