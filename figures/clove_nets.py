@@ -30,7 +30,7 @@ from .netcommon import (
 from .published import claim, lookup, table
 from .registry import Context, Section, register
 from .runs import run_points, summarise_values
-from .style import algo_colour, band, marker, new_figure, palette, save
+from .style import algo_colour, band, grouped_bars, marker, new_figure, palette, save
 from .trials import nets_loss_matrix_trial
 
 MIXINGS = {"Label skew 1": "label-skew-1", "Concept shift": "concept-shift", "Label skew 2": "label-skew-2",
@@ -139,31 +139,11 @@ def _rows_for(ctx: Context, artifact: str, mixings: list[str], metric: str, algo
 
 
 def _grouped_bars(folder, table_rows, stem, ylabel, scale, title):
-    mixings = list(dict.fromkeys(r["mixing"] for r in table_rows))
-    algos = list(dict.fromkeys(r["algorithm"] for r in table_rows))
-    fig, axes = new_figure(1, 1, width=max(6.4, 1.8 * len(mixings) + 2), height=4.0)
-    ax = axes[0][0]
-    width = 0.8 / max(1, len(algos))
-    for ai, algo in enumerate(algos):
-        pts = [(mi + (ai - (len(algos) - 1) / 2) * width, r) for mi, mx in enumerate(mixings) for r in table_rows
-               if r["mixing"] == mx and r["algorithm"] == algo and r["column"] == "MNIST"]
-        if not pts:
-            continue
-        ax.bar([x for x, _ in pts], [scale * r["mean"] for _, r in pts], width=width,
-               yerr=[scale * r["std"] if r["seeds"] > 1 and r["std"] == r["std"] else 0 for _, r in pts], capsize=3,
-               color=algo_colour(algo), label=algo)
-        pubs = [(x, r["published"]) for x, r in pts if r["published"] is not None]
-        if pubs:
-            ax.scatter(*zip(*pubs, strict=True), marker="_", s=150, color="black", zorder=3,
-                       label="paper (MNIST)" if ai == 0 else None)
-    ax.set_xticks(range(len(mixings)))
-    ax.set_xticklabels(mixings, fontsize=8)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=9)
-    lo, hi = ax.get_ylim()
-    ax.set_ylim(min(0.0, lo), hi + 0.25 * (hi - min(0.0, lo)))  # room for the legend above the bars
-    ax.legend(fontsize=7, ncol=len(algos) + 1, loc="upper center")
-    names = save(fig, folder, stem)
+    rows = [r for r in table_rows if r["column"] == "MNIST"]
+    n_mix, n_alg = (len(dict.fromkeys(r[k] for r in table_rows)) for k in ("mixing", "algorithm"))
+    names = grouped_bars(folder, rows, stem, group="mixing", value="mean", err="std", scale=scale, ylabel=ylabel,
+                         title=title, paper_label="paper (MNIST)", width=max(6.4, 1.8 * n_mix + 2),
+                         legend={"ncol": n_alg + 1, "loc": "upper center"}, headroom=0.25)
     return [(names[0], title)], names
 
 

@@ -22,7 +22,7 @@ from .netcommon import (
 )
 from .published import claim, lookup
 from .registry import Context, Section, register
-from .style import algo_colour, band, marker, new_figure, palette, save
+from .style import band, grouped_bars, marker, new_figure, palette, save
 
 ALGOS = {"ifca": "IFCA", "global": "global model", "local": "local model"}
 LABEL = {"ifca": "IFCA", "global": "Global", "local": "Local"}
@@ -128,32 +128,9 @@ def _size_note(ctx: Context) -> str:
 
 
 def _bar_figure(folder, table, stem, title):
-    fig, axes = new_figure(1, 1, width=7.0, height=4.0)
-    ax = axes[0][0]
-    columns = list(dict.fromkeys(r["column"] for r in table))
-    algos = list(dict.fromkeys(r["algorithm"] for r in table))
-    width = 0.8 / max(1, len(algos))
-    for ai, algo in enumerate(algos):
-        xs, ys, es = [], [], []
-        for ci, col in enumerate(columns):
-            r = next((r for r in table if r["column"] == col and r["algorithm"] == algo), None)
-            if r is None:
-                continue
-            xs.append(ci + (ai - (len(algos) - 1) / 2) * width)
-            ys.append(100 * r["accuracy_mean"])
-            es.append(100 * r["accuracy_std"] if r["seeds"] > 1 else 0.0)
-        ax.bar(xs, ys, width=width, yerr=es, capsize=3, color=algo_colour(algo), label=algo)
-        pubs = [(ci + (ai - (len(algos) - 1) / 2) * width, r["published"]) for ci, col in enumerate(columns)
-                for r in table if r["column"] == col and r["algorithm"] == algo and r["published"] is not None]
-        if pubs:
-            ax.scatter(*zip(*pubs, strict=True), marker="_", s=200, color="black", zorder=3,
-                       label="paper" if ai == 0 else None)
-    ax.set_xticks(range(len(columns)))
-    ax.set_xticklabels([c.replace(" (m,n)=", "\n(m,n)=") for c in columns], fontsize=8)
-    ax.set_ylabel("test accuracy % (mean ± std over seeds)")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
-    names = save(fig, folder, stem)
+    names = grouped_bars(folder, table, stem, group="column", value="accuracy_mean", err="accuracy_std", scale=100,
+                         ylabel="test accuracy % (mean ± std over seeds)", title=title,
+                         tick=lambda c: c.replace(" (m,n)=", "\n(m,n)="), legend={"loc": "lower right"})
     return [(names[0], title + "; black ticks: the paper's values (other data set in --quick)")], names
 
 

@@ -26,7 +26,7 @@ from .netcommon import (
 from .published import claim, lookup
 from .registry import Context, Section, register
 from .runs import summarise_values
-from .style import algo_colour, new_figure, save
+from .style import algo_colour, grouped_bars, new_figure, save
 
 SIM = [("MNIST (inverted)", "mnist", "inverted"), ("MNIST (rotated)", "mnist", "rotated"),
        ("CIFAR (rotated)", "cifar", "rotated")]
@@ -186,30 +186,8 @@ def table2(ctx: Context) -> Section:
 
 
 def _bars(folder, table, key, err, ylabel, scale, stem, title):
-    fig, axes = new_figure(1, 1, width=7.0, height=4.0)
-    ax = axes[0][0]
-    columns = list(dict.fromkeys(r["column"] for r in table))
-    algos = list(dict.fromkeys(r["algorithm"] for r in table))
-    width = 0.8 / max(1, len(algos))
-    for ai, algo in enumerate(algos):
-        pts = [(ci + (ai - (len(algos) - 1) / 2) * width, r) for ci, c in enumerate(columns) for r in table
-               if r["column"] == c and r["algorithm"] == algo]
-        if not pts:
-            continue
-        xs = [x for x, _ in pts]
-        ax.bar(xs, [scale * r[key] for _, r in pts], width=width,
-               yerr=[scale * r[err] if r["seeds"] > 1 and r[err] == r[err] else 0 for _, r in pts], capsize=3,
-               color=algo_colour(algo), label=algo)
-        pubs = [(x, r["published"]) for x, r in pts if r.get("published") is not None]
-        if pubs:
-            ax.scatter(*zip(*pubs, strict=True), marker="_", s=150, color="black", zorder=3,
-                       label="paper" if ai == 0 else None)
-    ax.set_xticks(range(len(columns)))
-    ax.set_xticklabels(columns, fontsize=8)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title + "; black ticks: the paper (other data in quick runs)", fontsize=9)
-    ax.legend(fontsize=7, ncol=2)
-    names = save(fig, folder, stem)
+    names = grouped_bars(folder, table, stem, group="column", value=key, err=err, scale=scale, ylabel=ylabel,
+                         title=title + "; black ticks: the paper (other data in quick runs)", legend={"ncol": 2})
     return [(names[0], title)], names
 
 

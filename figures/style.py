@@ -89,3 +89,37 @@ def save(fig, folder: Path, stem: str) -> list[str]:
         save_figure_atomic(fig, path, dpi=150)
         names.append(path.name)
     return names
+
+
+def grouped_bars(folder: Path, rows: list[dict], stem: str, *, group: str, value: str, err: str, ylabel: str,
+                 title: str, scale: float = 1.0, paper_label: str = "paper", tick=str, width: float = 7.0,
+                 legend: dict | None = None, headroom: float = 0.0) -> list[str]:
+    """Bars of ``scale * row[value]`` (± ``row[err]`` where more than one seed ran) per algorithm, grouped by
+    ``row[group]``, with the paper's ``row["published"]`` as black ticks; returns the two file names."""
+    groups = list(dict.fromkeys(r[group] for r in rows))
+    algos = list(dict.fromkeys(r["algorithm"] for r in rows))
+    fig, axes = new_figure(1, 1, width=width, height=4.0)
+    ax = axes[0][0]
+    bar = 0.8 / max(1, len(algos))
+    for ai, algo in enumerate(algos):
+        pts = [(gi + (ai - (len(algos) - 1) / 2) * bar, r) for gi, g in enumerate(groups) for r in rows
+               if r[group] == g and r["algorithm"] == algo]
+        if not pts:
+            continue
+        # a std of NaN (one finished seed) draws no error bar
+        ax.bar([x for x, _ in pts], [scale * r[value] for _, r in pts], width=bar,
+               yerr=[scale * r[err] if r["seeds"] > 1 and r[err] == r[err] else 0.0 for _, r in pts], capsize=3,
+               color=algo_colour(algo), label=algo)
+        pubs = [(x, r["published"]) for x, r in pts if r.get("published") is not None]
+        if pubs:
+            ax.scatter(*zip(*pubs, strict=True), marker="_", s=150, color="black", zorder=3,
+                       label=paper_label if ai == 0 else None)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([tick(g) for g in groups], fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    if headroom:  # room for a legend above the bars
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(min(0.0, lo), hi + headroom * (hi - min(0.0, lo)))
+    ax.legend(fontsize=7, **(legend or {}))
+    return save(fig, folder, stem)
