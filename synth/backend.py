@@ -11,13 +11,14 @@ block), and over the models of a small stack (``M <= 4``), where one BLAS
 matrix-vector product per model is faster than a skinny GEMM.
 
 Where a C compiler is available, small model stacks (up to 4 models, or 64 KiB)
-take the fused kernel of :mod:`synth._kernels` instead (``GLMBackend.kernel``
+of models with at least 128 parameters take the fused kernel of :mod:`synth._kernels` instead (``GLMBackend.kernel``
 says which path is in use): it streams each client's rows once and, with each
 row in cache, forms the scores of all models and accumulates the gradients of all
 of them, so a client's data is read from memory exactly once per round; only
 the accumulators of the models a client is weighted on are then added into
 ``G``.  Larger stacks (IFCA's stacked restarts) keep the numpy path, where
-GEMM is faster than ``M`` axpys per row.
+GEMM is faster than ``M`` axpys per row, and so do short rows (d < 128), where
+BLAS is as fast and the data stay in cache anyway.
 
 Per-sample losses as functions of the score ``s = <theta, x>``:
 
@@ -47,6 +48,12 @@ _FUSED_ALWAYS_MODELS = 4
 _FUSED_MAX_STACK_BYTES = 64 * 2**10
 _FUSED_BUFFER_BYTES = 2**20  # per-client gradient accumulators of a block: cache resident until combined
 _FUSED_DATA_BYTES = 16 * 2**20  # data streamed per block: half the last-level cache, so the buffer survives it
+# Below these sizes "auto" keeps the numpy path / one thread (measured on the 2-core EPYC, MNIST-free):
+# at d <= 100 the fused kernel's short rows made it 0-20 % slower than numpy's BLAS (d = 200: 15 % faster), and
+# a second thread only pays once a pass streams more than the last-level cache holds (32 MB: 1.0x; 80 MB:
+# 0.65-0.9x the one-thread time; 0.2-8 MB: 1.1-1.6x, the data being cache resident across iterations).
+_FUSED_MIN_PARAMS = 128
+_FUSED_PARALLEL_BYTES = 32 * 2**20
 
 
 class IllConditionedError(ValueError):
@@ -66,11 +73,12 @@ class GLMBackend:
         disjoint subsets of n/(2T); round t uses subsets 2t and 2t+1).
     rounds : T, required for ``"split"``.
     random_state : seed of the fresh draws (``"fresh"`` only).
-    kernel : ``"auto"`` (the compiled fused kernel where it can be built, else numpy), ``"fused"``
-        (require it: an error if it cannot be had) or ``"numpy"``.  The fused and numpy paths agree to
-        rounding; the fused path gives the same numbers for any ``threads`` and block size.
-    threads : threads of the fused kernel (``None``: as many as numpy's BLAS may use now, at most 2, so a
-        ``threadpoolctl`` limit -- the Monte Carlo engine's one thread per trial -- is respected).
+    kernel : ``"auto"`` (the compiled fused kernel where it can be built and d >= 128, else numpy),
+        ``"fused"`` (require it, for any d: an error if it cannot be had) or ``"numpy"``.  The fused and numpy
+        paths agree to rounding; the fused path gives the same numbers for any ``threads`` and block size.
+    threads : threads of the fused kernel (``None``: one for a pass over at most 32 MiB of data, which stays
+        in cache; beyond that as many as numpy's BLAS may use now, at most 2, so a ``threadpoolctl`` limit --
+        the Monte Carlo engine's one thread per trial -- is respected).
 
     Attributes
     ----------
@@ -125,6 +133,8 @@ class GLMBackend:
     def _fused_library(self) -> _kernels.FusedLibrary | None:
         if self._kernel_request == "numpy":
             return None
+        if self._kernel_request == "auto" and self.n_params < _FUSED_MIN_PARAMS:
+            return None  # short rows: numpy's BLAS is as fast (see _FUSED_MIN_PARAMS)
         lib = _kernels.load()
         why = None
         if lib is None:
@@ -266,14 +276,17 @@ class GLMBackend:
         inv_n = self._inv_n[idx]
         reg_loss = self._reg_loss(models)
         logistic = self.family == "logistic"
+        itemsize = self.X.itemsize
+        parts = self.threads
+        if parts is None:  # a second thread only where the pass streams more than the cache holds
+            parts = min(2, _kernels.blas_threads()) if c * n_max * d * itemsize > _FUSED_PARALLEL_BYTES else 1
         if choose is None:
             sums = np.empty((c, M))
-            self._run_fused(lib, idx, rows, models, logistic, sums, None)
+            self._run_fused(lib, idx, rows, models, logistic, sums, None, parts)
             return sums * inv_n[:, None] + reg_loss, None, None
         losses = np.empty((c, M))
         weights = np.empty((c, M))
         G = np.zeros((M, d))
-        itemsize = self.X.itemsize
         size = max(1, min(c, _FUSED_BUFFER_BYTES // max(1, M * d * itemsize),
                           _FUSED_DATA_BYTES // max(1, n_max * d * itemsize)))
         buf = np.empty((size, M, d), dtype=self.dtype)
@@ -281,7 +294,7 @@ class GLMBackend:
         for s in range(0, c, size):
             e = min(s + size, c)
             b = e - s
-            self._run_fused(lib, idx[s:e], rows[s:e], models, logistic, sums[:b], buf[:b])
+            self._run_fused(lib, idx[s:e], rows[s:e], models, logistic, sums[:b], buf[:b], parts)
             L = sums[:b] * inv_n[s:e, None] + reg_loss
             W = np.asarray(choose(L, np.arange(s, e)), dtype=np.float64)
             losses[s:e], weights[s:e] = L, W
@@ -290,9 +303,8 @@ class GLMBackend:
             G += self.reg * models * weights.sum(0)[:, None]
         return losses, weights, G
 
-    def _run_fused(self, lib, idx, rows, models, logistic, sums, buf) -> None:
+    def _run_fused(self, lib, idx, rows, models, logistic, sums, buf, parts: int) -> None:
         """The kernel over clients ``idx``; with several threads they share the clients out dynamically."""
-        parts = self.threads if self.threads is not None else min(2, _kernels.blas_threads())
         parts = max(1, min(parts, len(idx)))
         data = self._fused_data
         if parts == 1:

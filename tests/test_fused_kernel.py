@@ -39,7 +39,15 @@ TOL = {np.float64: dict(rtol=1e-11, atol=1e-12), np.float32: dict(rtol=2e-4, ato
 def test_kernel_builds_where_a_compiler_exists():
     status = _kernels.status()
     assert status["available"], status
-    assert GLMBackend(_fed("linear", np.float64, False), kernel="auto").kernel == "fused"
+    assert GLMBackend(_fed("linear", np.float64, False, d=128), kernel="auto").kernel == "fused"
+
+
+@needs_fused
+def test_auto_keeps_numpy_for_short_rows():
+    """Below d = 128 numpy's BLAS is as fast (bench/roofline.py), so "auto" takes it; "fused" still forces."""
+    short = _fed("linear", np.float64, False, d=127)
+    assert GLMBackend(short).kernel == "numpy" and GLMBackend(short, kernel="fused").kernel == "fused"
+    assert GLMBackend(_fed("linear", np.float64, False, d=128)).kernel == "fused"
 
 
 def _fed(family, dtype, padded, d=11, K=2, seed=0):
@@ -188,10 +196,14 @@ def test_thread_budget_follows_blas_limit(monkeypatch):
     monkeypatch.setattr(_kernels, "run_parts", lambda tasks: (parts.append(len(tasks)), real(tasks)))
     be = GLMBackend(_fed("linear", np.float64, False), kernel="fused")
     models = np.zeros((2, be.n_params))
+    with threadpool_limits(2, user_api="blas"):
+        be.losses(models)
+        assert parts == []  # a pass over data that fit in cache stays on the calling thread, no pool
+    monkeypatch.setattr(backend_module, "_FUSED_PARALLEL_BYTES", 0)  # as if the data were large
     with threadpool_limits(1, user_api="blas"):
         assert _kernels.blas_threads() == 1
         be.losses(models)
-        assert parts == []  # a single part runs on the calling thread, no pool
+        assert parts == []
     with threadpool_limits(2, user_api="blas"):
         be.losses(models)
         assert parts == [2]
@@ -215,7 +227,7 @@ def test_out_of_range_clients_and_pickling():
 
 def test_numpy_fallback_when_disabled(monkeypatch):
     monkeypatch.setenv("CFLAB_FUSED", "0")
-    fed = _fed("linear", np.float64, True)
+    fed = _fed("linear", np.float64, True, d=128)  # long enough rows that "auto" would take the kernel
     be = GLMBackend(fed)
     assert be.kernel == "numpy"
     assert _kernels.status() == {"available": False, "reason": "disabled by CFLAB_FUSED=0", "path": None}
@@ -237,8 +249,8 @@ def _python(code: str, env: dict, timeout: int = 300) -> str:
 
 
 _REPORT = ("from synth import _kernels; from synth.federation import MixedLinearRegression; "
-           "be = MixedLinearRegression(K=2, clients_per_cluster=2, n=5, d=3).sample(0).backend(); "
-           "import numpy as np; be.losses_and_weighted_gradients(np.ones((2, 3)), lambda L, r: L); "
+           "be = MixedLinearRegression(K=2, clients_per_cluster=2, n=5, d=128).sample(0).backend(); "
+           "import numpy as np; be.losses_and_weighted_gradients(np.ones((2, 128)), lambda L, r: L); "
            "print(be.kernel, '|', _kernels.status()['reason'])")
 
 
