@@ -11,14 +11,13 @@ block), and over the models of a small stack (``M <= 4``), where one BLAS
 matrix-vector product per model is faster than a skinny GEMM.
 
 Where a C compiler is available, small model stacks (up to 4 models, or 64 KiB)
-of models with at least 128 parameters take the fused kernel of :mod:`synth._kernels` instead (``GLMBackend.kernel``
+take the fused kernel of :mod:`synth._kernels` instead (``GLMBackend.kernel``
 says which path is in use): it streams each client's rows once and, with each
 row in cache, forms the scores of all models and accumulates the gradients of all
 of them, so a client's data is read from memory exactly once per round; only
 the accumulators of the models a client is weighted on are then added into
 ``G``.  Larger stacks (IFCA's stacked restarts) keep the numpy path, where
-GEMM is faster than ``M`` axpys per row, and so do short rows (d < 128), where
-BLAS is as fast and the data stay in cache anyway.
+GEMM is faster than ``M`` axpys per row.
 
 Per-sample losses as functions of the score ``s = <theta, x>``:
 
@@ -43,16 +42,16 @@ _SMALL_STACK = 4  # up to this many models, per-model gemv beats OpenBLAS' skinn
 _BLOCK_BYTES = 8 * 2**20
 # The fused kernel does M axpys per row against accumulators that live in L1/L2; GEMM wins once the model
 # stack outgrows that (measured by bench/roofline.py --sweep on a 2-core EPYC: fused 0.4-0.8x the numpy
-# time for stacks up to 64 KiB, 1.1-2.5x beyond).  Up to 4 models, where numpy makes M + 1 passes, it wins always.
+# time for stacks up to 64 KiB, 1.1-2.5x beyond).  Up to 4 models, where numpy makes M + 1 passes, it wins
+# under one BLAS thread (0.7-0.9x); against numpy's two-thread BLAS it is up to 16 % slower at d <= 100, where
+# the data stay in cache.
 _FUSED_ALWAYS_MODELS = 4
 _FUSED_MAX_STACK_BYTES = 64 * 2**10
 _FUSED_BUFFER_BYTES = 2**20  # per-client gradient accumulators of a block: cache resident until combined
 _FUSED_DATA_BYTES = 16 * 2**20  # data streamed per block: half the last-level cache, so the buffer survives it
-# Below these sizes "auto" keeps the numpy path / one thread (measured on the 2-core EPYC, MNIST-free):
-# at d <= 100 the fused kernel's short rows made it 0-20 % slower than numpy's BLAS (d = 200: 15 % faster), and
-# a second thread only pays once a pass streams more than the last-level cache holds (32 MB: 1.0x; 80 MB:
-# 0.65-0.9x the one-thread time; 0.2-8 MB: 1.1-1.6x, the data being cache resident across iterations).
-_FUSED_MIN_PARAMS = 128
+# A second thread pays only once a pass streams more than the last-level cache holds (measured on the 2-core
+# EPYC, 16 MB L3: 80 MB per pass 0.65-0.9x the one-thread time, 32 MB 1.0x, 0.2-8 MB 1.1-1.6x, the data being
+# cache resident across iterations).
 _FUSED_PARALLEL_BYTES = 32 * 2**20
 
 
@@ -73,8 +72,8 @@ class GLMBackend:
         disjoint subsets of n/(2T); round t uses subsets 2t and 2t+1).
     rounds : T, required for ``"split"``.
     random_state : seed of the fresh draws (``"fresh"`` only).
-    kernel : ``"auto"`` (the compiled fused kernel where it can be built and d >= 128, else numpy),
-        ``"fused"`` (require it, for any d: an error if it cannot be had) or ``"numpy"``.  The fused and numpy
+    kernel : ``"auto"`` (the compiled fused kernel where it can be built, else numpy), ``"fused"``
+        (require it: an error if it cannot be had) or ``"numpy"``.  The fused and numpy
         paths agree to rounding; the fused path gives the same numbers for any ``threads`` and block size.
     threads : threads of the fused kernel (``None``: one for a pass over at most 32 MiB of data, which stays
         in cache; beyond that as many as numpy's BLAS may use now, at most 2, so a ``threadpoolctl`` limit --
@@ -133,8 +132,6 @@ class GLMBackend:
     def _fused_library(self) -> _kernels.FusedLibrary | None:
         if self._kernel_request == "numpy":
             return None
-        if self._kernel_request == "auto" and self.n_params < _FUSED_MIN_PARAMS:
-            return None  # short rows: numpy's BLAS is as fast (see _FUSED_MIN_PARAMS)
         lib = _kernels.load()
         why = None
         if lib is None:

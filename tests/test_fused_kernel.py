@@ -42,14 +42,6 @@ def test_kernel_builds_where_a_compiler_exists():
     assert GLMBackend(_fed("linear", np.float64, False, d=128), kernel="auto").kernel == "fused"
 
 
-@needs_fused
-def test_auto_keeps_numpy_for_short_rows():
-    """Below d = 128 numpy's BLAS is as fast (bench/roofline.py), so "auto" takes it; "fused" still forces."""
-    short = _fed("linear", np.float64, False, d=127)
-    assert GLMBackend(short).kernel == "numpy" and GLMBackend(short, kernel="fused").kernel == "fused"
-    assert GLMBackend(_fed("linear", np.float64, False, d=128)).kernel == "fused"
-
-
 def _fed(family, dtype, padded, d=11, K=2, seed=0):
     n = PADDED if padded else 13
     if family == "linear":
@@ -227,7 +219,7 @@ def test_out_of_range_clients_and_pickling():
 
 def test_numpy_fallback_when_disabled(monkeypatch):
     monkeypatch.setenv("CFLAB_FUSED", "0")
-    fed = _fed("linear", np.float64, True, d=128)  # long enough rows that "auto" would take the kernel
+    fed = _fed("linear", np.float64, True, d=128)
     be = GLMBackend(fed)
     assert be.kernel == "numpy"
     assert _kernels.status() == {"available": False, "reason": "disabled by CFLAB_FUSED=0", "path": None}
