@@ -273,3 +273,30 @@ def test_cache_build_is_atomic_under_concurrency(tmp_path):
         len(list(cache.iterdir())) == 1
     out = _python(_REPORT, {"CFLAB_CACHE_DIR": str(cache)})
     assert out.startswith("fused |") and "cached" in out, out
+
+
+@needs_fused
+@pytest.mark.parametrize("family", ["linear", "logistic"])
+def test_guessed_single_model_gives_the_same_numbers(family):
+    """The kernel forms only the gradient of each client's last single model; right, wrong or no guesses
+    must give bit-identical losses, weights and G (a wrong guess is redone in full)."""
+    fed = _fed(family, np.float64, True, d=23)
+    M = 4
+    models = np.random.default_rng(3).standard_normal((M, fed.dim))
+    one_hot = lambda L, r: np.eye(M)[L.argmin(1)] / fed.n_clients  # noqa: E731
+    ref = GLMBackend(fed, kernel="fused")
+    want = ref.losses_and_weighted_gradients(models, one_hot)
+    assert (ref._guesses[M] == want[1].argmax(1)).all()  # the pass left its choices as guesses
+    rng = np.random.default_rng(4)
+    for guesses in (ref._guesses[M].copy(), rng.integers(0, M, fed.n_clients), rng.integers(-1, M, fed.n_clients)):
+        be = GLMBackend(fed, kernel="fused")
+        be._guesses[M] = guesses.astype(np.int64)
+        for a, b in zip(be.losses_and_weighted_gradients(models, one_hot), want, strict=True):
+            np.testing.assert_array_equal(a, b)
+    # dense weights on two models: a single guess must not drop the other model's gradient
+    dense = lambda L, r: np.where(np.arange(M) < 2, 0.5, 0.0)[None, :].repeat(len(r), 0)  # noqa: E731
+    full = GLMBackend(fed, kernel="fused")
+    for a, b in zip(ref.losses_and_weighted_gradients(models, dense), full.losses_and_weighted_gradients(models, dense),
+                    strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert (ref._guesses[M] == -1).all()

@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#define CFLAB_FUSED_ABI 1
+#define CFLAB_FUSED_ABI 2
 long cflab_fused_abi(void) { return CFLAB_FUSED_ABI; }
 
 /* per-sample loss and its derivative, in double whatever the data type */
@@ -159,11 +159,12 @@ static inline __attribute__((always_inline)) void AXPY(const T *const *x, const 
  * their losses and derivatives, then one sweep over the four rows (from cache) per group of up to four
  * models.  pf_client is the client whose first rows to prefetch while the last block runs (or NULL). */
 static void CLIENT(const T *Xi, const T *yi, long n, long sxr, long syr, const T *pf_client, long pf_rows,
-                   long d, const T *models, long M, int logistic, double *li, T *gi, T *work)
+                   long d, const T *models, long M, int logistic, double *li, T *gi, T *work, long only)
 {
     T *s = work, *u = work + 4 * M;  /* scores and derivatives of a block of 4 rows: (4, M) each */
     for (long j = 0; j < M; j++) li[j] = 0.0;
-    if (gi) memset(gi, 0, sizeof(T) * (size_t)M * d);
+    if (gi && only >= 0) memset(gi + (size_t)only * d, 0, sizeof(T) * (size_t)d);
+    else if (gi) memset(gi, 0, sizeof(T) * (size_t)M * d);
     for (long r0 = 0; r0 < n; r0 += 4) {
         int R = n - r0 < 4 ? (int)(n - r0) : 4;
         const T *x[4], *pf[4];
@@ -200,6 +201,12 @@ static void CLIENT(const T *Xi, const T *yi, long n, long sxr, long syr, const T
             }
         }
         if (!gi) continue;
+        if (only >= 0) {  /* the one model this client is expected to be weighted on: 1 axpy per row, not M */
+#define CALL(RR, GG) AXPY(x, u + only, M, gi + (size_t)only * d, d, RR, GG)
+            SWITCH_R(R, 1, CALL);
+#undef CALL
+            continue;
+        }
         for (long j0 = 0; j0 < M; j0 += 4) {
             int G = M - j0 < 4 ? (int)(M - j0) : 4;
 #define CALL(RR, GG) AXPY(x, u + j0, M, gi + (size_t)j0 * d, d, RR, GG)
@@ -216,10 +223,14 @@ static void CLIENT(const T *Xi, const T *yi, long n, long sxr, long syr, const T
  *   grad (b, M, d) out: sum_r u_rj x_r, or NULL for losses only;  work: 8 * M values of scratch;
  *   next: NULL (this call does clients 0..b-1), or a counter shared by several threads calling at once
  *   with the same arguments (each its own work): each takes the next client until none is left, so a
- *   thread that is descheduled holds up nobody.  A client's numbers do not depend on the thread. */
+ *   thread that is descheduled holds up nobody.  A client's numbers do not depend on the thread.
+ *   only: NULL, or per client the one model j whose gradient sum to form (-1: all M); the others' slots of
+ *   grad are then left unwritten.  Each model's sum is the same chain of operations whether it is formed
+ *   alone or with the others, so the numbers do not depend on `only` either. */
 void CAT(cflab_fused, CFLAB_SUF)(const T *X, long sxc, long sxr, const T *y, long syc, long syr,
                                  const long *clients, const long *rows, long b, long d, const T *models,
-                                 long M, int logistic, double *loss, T *grad, T *work, long *next)
+                                 long M, int logistic, double *loss, T *grad, T *work, long *next,
+                                 const long *only)
 {
     for (long k = 0;; k++) {
         long i = next ? __atomic_fetch_add(next, 1, __ATOMIC_RELAXED) : k;
@@ -227,7 +238,7 @@ void CAT(cflab_fused, CFLAB_SUF)(const T *X, long sxc, long sxr, const T *y, lon
         long nxt = i + 1 < b ? i + 1 : -1;  /* prefetch target: the next client in the block */
         CLIENT(X + clients[i] * sxc, y + clients[i] * syc, rows[i], sxr, syr,
                nxt >= 0 ? X + clients[nxt] * sxc : NULL, nxt >= 0 ? rows[nxt] : 0, d, models, M, logistic,
-               loss + i * M, grad ? grad + (size_t)i * M * d : NULL, work);
+               loss + i * M, grad ? grad + (size_t)i * M * d : NULL, work, only ? only[i] : -1);
     }
 }
 
