@@ -47,11 +47,15 @@ _BLOCK_BYTES = 8 * 2**20
 # the data stay in cache.
 _FUSED_ALWAYS_MODELS = 4
 _FUSED_MAX_STACK_BYTES = 64 * 2**10
-# Per-client gradient accumulators of one block of clients.  Each block costs a Python round trip (choose,
-# combine) and a join of the threads, so blocks are as large as this buffer allows: with IFCA's guessed single
-# model only one accumulator per client is written.  Measured at (400, 100, 1000, 4): 1 MiB buffers with 16 MiB
-# of data per block 16.7 ms/iter; 8 MiB and no data cap 13.6 ms/iter; 32 MiB no better.
-_FUSED_BUFFER_BYTES = 8 * 2**20
+# Blocks of clients: the kernel writes per-client gradient accumulators, then `choose` and `combine` run in
+# Python and the threads join.  Where all M accumulators are written, the buffer is kept cache resident (1 MiB,
+# and at most 16 MiB of data streamed per block, half the last-level cache).  Where (nearly) every client has a
+# guessed single model, it writes one accumulator per client and the per-block round trip dominates, so blocks
+# grow to 8 MiB buffers with no data cap.  Measured at (400, 100, 1000, 4) with guesses: 1 MiB / 16 MiB
+# 16.7 ms/iter, 8 MiB / no cap 13.6 ms/iter, 32 MiB no better; without guesses the small blocks are faster.
+_FUSED_BUFFER_BYTES = 2**20
+_FUSED_DATA_BYTES = 16 * 2**20
+_FUSED_GUESSED_BUFFER_BYTES = 8 * 2**20
 # A second thread pays only once a pass streams more than the last-level cache holds (measured on the 2-core
 # EPYC, 16 MB L3: 80 MB per pass 0.65-0.9x the one-thread time, 32 MB 1.0x, 0.2-8 MB 1.1-1.6x, the data being
 # cache resident across iterations).
@@ -128,9 +132,10 @@ class GLMBackend:
         self._attach_kernel()
 
     def _attach_kernel(self) -> None:
-        # per stack size M, each client's model of the last pass where it was weighted on exactly one (IFCA's
-        # identity, stable after a few rounds), else -1: the kernel then forms that gradient alone (1 axpy per
-        # row instead of M); a wrong guess costs a second read of that client, never a different number
+        # per stack size M: each client's single model of the last pass (IFCA's identity, else -1) and the
+        # guess for the next pass (that model if it held for the last two passes, else -1).  The kernel forms
+        # the guessed model's gradient alone (1 axpy per row instead of M); a wrong guess costs a second
+        # read of that client, never a different number
         self._guesses: dict[int, np.ndarray] = {}
         self._fused = self._fused_library()
         self._fused_data = None if self._fused is None else self._fused.bind(self.X, self.y)
@@ -293,10 +298,15 @@ class GLMBackend:
         losses = np.empty((c, M))
         weights = np.empty((c, M))
         G = np.zeros((M, d))
-        size = max(1, min(c, _FUSED_BUFFER_BYTES // max(1, M * d * itemsize)))
+        state = self._guesses.setdefault(M, np.full((2, m), -1, dtype=np.int64)) if M > 1 else None
+        last, guess = (None, None) if state is None else state
+        stack = M * d * itemsize
+        if guess is not None and (guess[idx] >= 0).mean() >= 0.9:
+            size = max(1, min(c, _FUSED_GUESSED_BUFFER_BYTES // stack))
+        else:
+            size = max(1, min(c, _FUSED_BUFFER_BYTES // stack, _FUSED_DATA_BYTES // max(1, n_max * d * itemsize)))
         buf = np.empty((size, M, d), dtype=self.dtype)
         sums = np.empty((size, M))
-        guess = self._guesses.setdefault(M, np.full(m, -1, dtype=np.int64)) if M > 1 else None
         for s in range(0, c, size):
             e = min(s + size, c)
             b = e - s
@@ -316,8 +326,11 @@ class GLMBackend:
                                     np.empty((len(missed), M)), redo, parts)
                     buf[missed] = redo
                 nonzero = W != 0
-                single = nonzero.sum(1) == 1
-                guess[idx[s:e]] = np.where(single, nonzero.argmax(1), -1)
+                chosen = np.where(nonzero.sum(1) == 1, nonzero.argmax(1), -1)
+                # guess only for clients whose single model held for two passes: one that still switches
+                # (IFCA's early rounds) would cost a second read
+                guess[idx[s:e]] = np.where(chosen == last[idx[s:e]], chosen, -1)
+                last[idx[s:e]] = chosen
             lib.combine(buf[:b], weights[s:e] * inv_n[s:e, None], G)
         if self.reg:
             G += self.reg * models * weights.sum(0)[:, None]

@@ -277,7 +277,7 @@ def test_cache_build_is_atomic_under_concurrency(tmp_path):
 
 @needs_fused
 @pytest.mark.parametrize("family", ["linear", "logistic"])
-def test_guessed_single_model_gives_the_same_numbers(family):
+def test_guessed_single_model_gives_the_same_numbers(family, monkeypatch):
     """The kernel forms only the gradient of each client's last single model; right, wrong or no guesses
     must give bit-identical losses, weights and G (a wrong guess is redone in full)."""
     fed = _fed(family, np.float64, True, d=23)
@@ -286,11 +286,17 @@ def test_guessed_single_model_gives_the_same_numbers(family):
     one_hot = lambda L, r: np.eye(M)[L.argmin(1)] / fed.n_clients  # noqa: E731
     ref = GLMBackend(fed, kernel="fused")
     want = ref.losses_and_weighted_gradients(models, one_hot)
-    assert (ref._guesses[M] == want[1].argmax(1)).all()  # the pass left its choices as guesses
+    last, guess = ref._guesses[M]
+    assert (last == want[1].argmax(1)).all() and (guess == -1).all()  # no guess before two equal choices
+    again = ref.losses_and_weighted_gradients(models, one_hot)
+    assert (guess == want[1].argmax(1)).all()
+    for a, b in zip(again, want, strict=True):
+        np.testing.assert_array_equal(a, b)
+    monkeypatch.setattr(backend_module, "_FUSED_GUESSED_BUFFER_BYTES", 3 * M * 23 * 8)  # guessed blocks of 3
     rng = np.random.default_rng(4)
-    for guesses in (ref._guesses[M].copy(), rng.integers(0, M, fed.n_clients), rng.integers(-1, M, fed.n_clients)):
+    for guesses in (guess.copy(), rng.integers(0, M, fed.n_clients), rng.integers(-1, M, fed.n_clients)):
         be = GLMBackend(fed, kernel="fused")
-        be._guesses[M] = guesses.astype(np.int64)
+        be._guesses[M] = np.stack([guesses, guesses]).astype(np.int64)
         for a, b in zip(be.losses_and_weighted_gradients(models, one_hot), want, strict=True):
             np.testing.assert_array_equal(a, b)
     # dense weights on two models: a single guess must not drop the other model's gradient
@@ -299,4 +305,4 @@ def test_guessed_single_model_gives_the_same_numbers(family):
     for a, b in zip(ref.losses_and_weighted_gradients(models, dense), full.losses_and_weighted_gradients(models, dense),
                     strict=True):
         np.testing.assert_array_equal(a, b)
-    assert (ref._guesses[M] == -1).all()
+    assert (ref._guesses[M] == -1).all()  # dense weights: no single model, no guess
