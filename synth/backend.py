@@ -301,14 +301,16 @@ class GLMBackend:
         state = self._guesses.setdefault(M, np.full((2, m), -1, dtype=np.int64)) if M > 1 else None
         last, guess = (None, None) if state is None else state
         stack = M * d * itemsize
-        if guess is not None and (guess[idx] >= 0).mean() >= 0.9:
-            size = max(1, min(c, _FUSED_GUESSED_BUFFER_BYTES // stack))
-        else:
-            size = max(1, min(c, _FUSED_BUFFER_BYTES // stack, _FUSED_DATA_BYTES // max(1, n_max * d * itemsize)))
-        buf = np.empty((size, M, d), dtype=self.dtype)
-        sums = np.empty((size, M))
-        for s in range(0, c, size):
-            e = min(s + size, c)
+        small = max(1, min(c, _FUSED_BUFFER_BYTES // stack, _FUSED_DATA_BYTES // max(1, n_max * d * itemsize)))
+        guessed = guess is not None and (guess[idx] >= 0).mean() >= 0.9
+        big = max(1, min(c, _FUSED_GUESSED_BUFFER_BYTES // stack)) if guessed else small
+        buf = np.empty((max(small, big), M, d), dtype=self.dtype)
+        sums = np.empty((len(buf), M))
+        s = 0
+        while s < c:
+            # the first block is small: if its guesses fail (a new run from other models), the rest of the
+            # pass drops them rather than reading most clients twice
+            e = min(s + (big if guessed and s > 0 else small), c)
             b = e - s
             only = None if guess is None else np.ascontiguousarray(guess[idx[s:e]])
             self._run_fused(lib, idx[s:e], rows[s:e], models, logistic, sums[:b], buf[:b], parts, only)
@@ -325,6 +327,9 @@ class GLMBackend:
                     self._run_fused(lib, idx[s:e][missed], rows[s:e][missed], models, logistic,
                                     np.empty((len(missed), M)), redo, parts)
                     buf[missed] = redo
+                if len(missed) > 0.1 * b:
+                    guessed = False
+                    guess[idx[e:]] = -1
                 nonzero = W != 0
                 chosen = np.where(nonzero.sum(1) == 1, nonzero.argmax(1), -1)
                 # guess only for clients whose single model held for two passes: one that still switches
@@ -332,6 +337,7 @@ class GLMBackend:
                 guess[idx[s:e]] = np.where(chosen == last[idx[s:e]], chosen, -1)
                 last[idx[s:e]] = chosen
             lib.combine(buf[:b], weights[s:e] * inv_n[s:e, None], G)
+            s = e
         if self.reg:
             G += self.reg * models * weights.sum(0)[:, None]
         return losses, weights, G
