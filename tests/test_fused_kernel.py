@@ -292,13 +292,24 @@ def test_guessed_single_model_gives_the_same_numbers(family, monkeypatch):
     assert (guess == want[1].argmax(1)).all()
     for a, b in zip(again, want, strict=True):
         np.testing.assert_array_equal(a, b)
-    monkeypatch.setattr(backend_module, "_FUSED_GUESSED_BUFFER_BYTES", 3 * M * 23 * 8)  # guessed blocks of 3
+    # a first block of 2 clients tests the guesses, then blocks of 3 (right guesses) or of 2 (dropped guesses)
+    monkeypatch.setattr(backend_module, "_FUSED_BUFFER_BYTES", 2 * M * 23 * 8)
+    monkeypatch.setattr(backend_module, "_FUSED_GUESSED_BUFFER_BYTES", 3 * M * 23 * 8)
+    blocks = []
+    real_run = GLMBackend._run_fused
+    monkeypatch.setattr(GLMBackend, "_run_fused", lambda self, lib, idx, *a, **k: (blocks.append(len(idx)),
+                                                                                   real_run(self, lib, idx, *a, **k)))
     rng = np.random.default_rng(4)
-    for guesses in (guess.copy(), rng.integers(0, M, fed.n_clients), rng.integers(-1, M, fed.n_clients)):
+    wrong = (guess + 1) % M
+    for guesses, sizes in ((guess.copy(), [2, 3, 3, 2]), (wrong, [2, 2, 2, 2, 2, 2]),
+                           (rng.integers(-1, M, fed.n_clients), None)):
         be = GLMBackend(fed, kernel="fused")
         be._guesses[M] = np.stack([guesses, guesses]).astype(np.int64)
+        blocks.clear()
         for a, b in zip(be.losses_and_weighted_gradients(models, one_hot), want, strict=True):
             np.testing.assert_array_equal(a, b)
+        if sizes is not None:  # right guesses: large blocks; all wrong: the first block is redone, then dropped
+            assert blocks == sizes, blocks
     # dense weights on two models: a single guess must not drop the other model's gradient
     dense = lambda L, r: np.where(np.arange(M) < 2, 0.5, 0.0)[None, :].repeat(len(r), 0)  # noqa: E731
     full = GLMBackend(fed, kernel="fused")
