@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Roofline check of the synthetic IFCA kernel (issue: foundation; extended by ``bench/run.py``).
 
-    python bench/roofline.py [--iters 300] [--restart-iters 30] [--fused-threads auto,1] [--sweep] [--json OUT]
+    python bench/roofline.py [--iters 300] [--restart-iters 30] [--fused-threads auto,1] [--sweep | --sweep-only]
+                             [--blas-threads N] [--json OUT]
 
 Measures, in one run on this machine:
 
@@ -136,13 +137,13 @@ def ifca_rows(ceil: dict, iters: int, restart_iters: int, fused_threads: list) -
         name = np.dtype(dtype).name
         results = {}
         for label, kernel, threads in _paths(fused_threads):
-            limit = backend_module._FUSED_MAX_STACK_BYTES
+            limit = backend_module._FUSED_MAX_MODELS
             if kernel == "fused":  # time the fused kernel even where auto would not take it
-                backend_module._FUSED_MAX_STACK_BYTES = 2**62
+                backend_module._FUSED_MAX_MODELS = 2**62
             try:
                 r = ifca_iteration(fed, k, its, kernel, threads, runs)
             finally:
-                backend_module._FUSED_MAX_STACK_BYTES = limit
+                backend_module._FUSED_MAX_MODELS = limit
             results[label] = r
             mem_floor = r["data_bytes"] / (ceil["read_gbs"] * 1e9)
             flop_floor = r["flops"] / (ceil["gemm_gflops"][name] * 1e9)
@@ -173,10 +174,11 @@ def sweep_rows(dtype=np.float64) -> list[dict]:
     if _kernels.load() is None:
         return []
     out = []
-    shapes = [(100, 100, 1000), (100, 100, 300), (100, 100, 100), (20, 50, 100)]
-    stacks = [(2, 1), (2, 2), (4, 2), (2, 6), (4, 3), (2, 10), (2, 30), (4, 30)]
-    limit = backend_module._FUSED_MAX_STACK_BYTES
-    backend_module._FUSED_MAX_STACK_BYTES = 2**62
+    shapes = [(100, 100, 1000), (100, 100, 300), (100, 100, 100), (20, 50, 100), (100, 100, 50), (20, 25, 50),
+              (40, 100, 20)]
+    stacks = [(2, 1), (2, 2), (4, 1), (2, 3), (4, 2), (2, 6), (4, 3), (2, 10), (2, 30), (4, 30)]
+    limit = backend_module._FUSED_MAX_MODELS
+    backend_module._FUSED_MAX_MODELS = 2**62
     try:
         for m, n, d in shapes:
             fed = _federation(m, n, d, 2, dtype)
@@ -193,12 +195,11 @@ def sweep_rows(dtype=np.float64) -> list[dict]:
                     reps = int(min(30, max(5, 0.5 / max(median_time(call, 1), 1e-6))))
                     t[kernel] = median_time(call, reps)
                 stack_kib = M * d * np.dtype(dtype).itemsize / 1024
-                auto = "fused" if (M <= backend_module._FUSED_ALWAYS_MODELS or
-                                   M * d * np.dtype(dtype).itemsize <= limit) else "numpy"
+                auto = "fused" if M <= limit else "numpy"
                 out.append({"m": m, "n": n, "d": d, "M": M, "stack_kib": stack_kib, "numpy_s": t["numpy"],
                             "fused_s": t["fused"], "fused_over_numpy": t["fused"] / t["numpy"], "auto": auto})
     finally:
-        backend_module._FUSED_MAX_STACK_BYTES = limit
+        backend_module._FUSED_MAX_MODELS = limit
     return out
 
 
@@ -223,6 +224,9 @@ def main(argv=None) -> int:
     ap.add_argument("--fused-threads", default="auto",
                     help="comma list of fused-kernel thread counts to time ('auto': as the backend picks)")
     ap.add_argument("--sweep", action="store_true", help="also time both paths over model-stack sizes")
+    ap.add_argument("--sweep-only", action="store_true", help="only the sweep (no ceilings, no IFCA fits)")
+    ap.add_argument("--blas-threads", type=int, default=None,
+                    help="run under a BLAS thread limit (1: the Monte Carlo engine's setting); default: the library's")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     for name in ("iters", "restart_iters"):
@@ -235,12 +239,19 @@ def main(argv=None) -> int:
     if not threads or any(t is not None and t < 1 for t in threads):
         ap.error(f"--fused-threads takes a comma list of 'auto' and integers >= 1, got {args.fused_threads!r}")
 
-    info = machine()
-    bw = read_bandwidth()
-    rates = {"float64": gemm_rate(np.float64), "float32": gemm_rate(np.float32)}
-    ceil = {"read_gbs": bw["ceiling"], "gemm_gflops": rates}
-    rows = ifca_rows(ceil, args.iters, args.restart_iters, threads)
-    sweep = sweep_rows() if args.sweep else []
+    if args.blas_threads is not None and args.blas_threads < 1:
+        ap.error(f"--blas-threads must be an integer >= 1, got {args.blas_threads}")
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(args.blas_threads, user_api="blas"):
+        info = machine()
+        bw, rates, rows = {}, {}, []
+        if not args.sweep_only:
+            bw = read_bandwidth()
+            rates = {"float64": gemm_rate(np.float64), "float32": gemm_rate(np.float32)}
+            rows = ifca_rows({"read_gbs": bw["ceiling"], "gemm_gflops": rates}, args.iters, args.restart_iters,
+                             threads)
+        sweep = sweep_rows() if args.sweep or args.sweep_only else []
     info["load_average_end"] = os.getloadavg()
 
     print(f"machine: {info['cpu']}, {info['cores']} CPUs, numpy {info['numpy']}, BLAS {', '.join(info['blas'])}")
@@ -248,17 +259,8 @@ def main(argv=None) -> int:
           f"({info['fused']['reason']}); auto threads {info['fused_auto_threads']}")
     print("load average (1, 5, 15 min): start " + ", ".join(f"{v:.2f}" for v in info["load_average_start"])
           + "; end " + ", ".join(f"{v:.2f}" for v in info["load_average_end"]))
-    print("read bandwidth GB/s: " + ", ".join(f"{k}={v:.1f}" for k, v in bw.items()))
-    print("GEMM GFLOP/s: " + ", ".join(f"{k}={v:.1f}" for k, v in rates.items()))
-    print(f"{'(m,n,d,k)':>18} {'runs':>4} {'M':>3} {'dtype':>7} {'path':>11} {'iters':>5} {'ms/iter':>8} "
-          f"{'mem floor':>9} {'flop floor':>10} {'x floor':>7}  labels")
-    for r in rows:
-        star = "*" if r["auto"] else " "
-        print(f"{str((r['m'], r['n'], r['d'], r['k'])):>18} {r['runs']:>4} {r['M']:>3} {r['dtype']:>7} "
-              f"{r['path'] + star:>11} {r['iters']:>5} {1e3 * r['seconds_per_iter']:8.2f} "
-              f"{1e3 * r['mem_floor_s']:9.2f} {1e3 * r['flop_floor_s']:10.2f} {r['ratio_to_floor']:7.2f}  "
-              f"{'same on all paths' if r['same_labels_all_paths'] else 'DIFFER between paths'}")
-    print("* the path GLMBackend(kernel='auto') takes; floors are per iteration")
+    if rows:
+        _print_rows(bw, rates, rows)
     if sweep:
         print("\none losses_and_weighted_gradients call, IFCA one-hot per run (float64, BLAS threads as above):")
         print(f"{'m':>4} {'n':>4} {'d':>5} {'M':>4} {'stack KiB':>9} {'numpy ms':>9} {'fused ms':>9} "
@@ -271,6 +273,20 @@ def main(argv=None) -> int:
             json.dump({"machine": info, "bandwidth": bw, "gemm": rates, "rows": rows, "sweep": sweep}, fh,
                       indent=2, default=str)
     return 0
+
+
+def _print_rows(bw: dict, rates: dict, rows: list[dict]) -> None:
+    print("read bandwidth GB/s: " + ", ".join(f"{k}={v:.1f}" for k, v in bw.items()))
+    print("GEMM GFLOP/s: " + ", ".join(f"{k}={v:.1f}" for k, v in rates.items()))
+    print(f"{'(m,n,d,k)':>18} {'runs':>4} {'M':>3} {'dtype':>7} {'path':>11} {'iters':>5} {'ms/iter':>8} "
+          f"{'mem floor':>9} {'flop floor':>10} {'x floor':>7}  labels")
+    for r in rows:
+        star = "*" if r["auto"] else " "
+        print(f"{str((r['m'], r['n'], r['d'], r['k'])):>18} {r['runs']:>4} {r['M']:>3} {r['dtype']:>7} "
+              f"{r['path'] + star:>11} {r['iters']:>5} {1e3 * r['seconds_per_iter']:8.2f} "
+              f"{1e3 * r['mem_floor_s']:9.2f} {1e3 * r['flop_floor_s']:10.2f} {r['ratio_to_floor']:7.2f}  "
+              f"{'same on all paths' if r['same_labels_all_paths'] else 'DIFFER between paths'}")
+    print("* the path GLMBackend(kernel='auto') takes; floors are per iteration")
 
 
 if __name__ == "__main__":

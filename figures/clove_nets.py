@@ -20,6 +20,7 @@ from .netcommon import (
     base_dataset,
     data_missing,
     errors,
+    full_data_missing,
     mean_curve,
     nets_missing,
     rounds_to,
@@ -38,10 +39,6 @@ MIXINGS = {"Label skew 1": "label-skew-1", "Concept shift": "concept-shift", "La
 IMAGE = [("MNIST", "mnist"), ("CIFAR-10", "cifar"), ("FMNIST", "fmnist")]
 SUP = [("FedAvg", "global"), ("Local-only", "local"), ("CFL", "cfl"), ("IFCA", "ifca"), ("CLoVE", "clove")]
 CLUSTERED = ("CFL", "IFCA", "CLoVE")
-
-
-def _available(ctx: Context) -> str | None:
-    return nets_missing(ctx)
 
 
 def _mnist_available(ctx: Context) -> str | None:
@@ -196,7 +193,7 @@ for _art, _mix, _metric, _scale, _what, _title in [
          "Table 7: supervised test accuracy (%), label skews 3 and 4"),
         ("Table 8", ["Label skew 3", "Label skew 4"], "ari", 1.0, "ARI", "Table 8: ARI, label skews 3 and 4")]:
     register(f"clove-{_art.lower().replace(' ', '')}", "CLoVE", f"{_art}: {_title.split(': ', 1)[1]} "
-             f"({', '.join(_mix)})", kind="nets", available=_available)(
+             f"({', '.join(_mix)})", kind="nets", available=nets_missing)(
         _table_target(_art, _mix, _metric, _scale, _what, _title))
 
 
@@ -266,23 +263,16 @@ def _conv_target(artifact: str, mixings: list[str]):
 
 
 register("clove-table4", "CLoVE", "Table 4: convergence speed of the clustering (label skew 1, concept shift)",
-         kind="nets", available=_available)(_conv_target("Table 4", ["Label skew 1", "Concept shift"]))
+         kind="nets", available=nets_missing)(_conv_target("Table 4", ["Label skew 1", "Concept shift"]))
 register("clove-table9", "CLoVE", "Table 9: convergence speed (label skews 2-4, feature skew)", kind="nets",
-         available=_available)(_conv_target("Table 9", ["Label skew 2", "Label skew 3", "Label skew 4",
+         available=nets_missing)(_conv_target("Table 9", ["Label skew 2", "Label skew 3", "Label skew 4",
                                                          "Feature skew"]))
 
 
 # -- text data sets (Tables 3, 10, 11) -------------------------------------------------------------------------
 
 def _text_available(ctx: Context) -> str | None:
-    why = nets_missing(ctx)
-    if why:
-        return why
-    if ctx.size != "full":
-        return ("Amazon Reviews and AG News are not embedded: runs with --full when their files are in the data "
-                "directory")
-    missing = [m for m in (data_missing(ctx, "amazon"), data_missing(ctx, "agnews")) if m]
-    return "; ".join(missing) or None
+    return full_data_missing(ctx, "Amazon Reviews and AG News", ["amazon", "agnews"])
 
 
 TEXT_DEVIATION = {"Amazon": "2 clients per domain of 750 reviews: this copy has ~2,000 labelled reviews per domain "
@@ -391,7 +381,7 @@ UNSUP_NOTE = ("CLoVE's unsupervised experiments give every cluster one digit; ne
 
 
 @register("clove-table5", "CLoVE", "Table 5: unsupervised test reconstruction loss (FedAvg, Local, IFCA, CLoVE)",
-          kind="nets", available=_available)
+          kind="nets", available=nets_missing)
 def table5(ctx: Context) -> Section:
     """CLoVE Table 5: unsupervised test reconstruction loss of FedAvg, Local-only, IFCA and CLoVE."""
     algos = [("FedAvg", "global"), ("Local-only", "local"), ("IFCA", "ifca"), ("CLoVE", "clove")]
@@ -643,7 +633,7 @@ ABLATIONS = [("Original CLoVE", {}), ("No matching", {"algo_params": {"matching"
 
 
 @register("clove-table12", "CLoVE", "Table 12: ablations (no matching, agglomerative clustering, square-root loss) "
-          "on label skew 3", kind="nets", available=_available)
+          "on label skew 3", kind="nets", available=nets_missing)
 def table12(ctx: Context) -> Section:
     """CLoVE Table 12 (Sec. 5.3, App. C.3): ablations of the matching, the clustering and the loss embedding."""
     base = "cifar" if ctx.size == "full" else "mnist"

@@ -13,6 +13,7 @@ from .compare import Row, build_section, claim_row, not_run_row, numeric_row, wr
 from .netcommon import (
     base_dataset,
     data_missing,
+    full_data_missing,
     leaf_users,
     mean_curve,
     nets_missing,
@@ -69,12 +70,8 @@ def _runs(ctx: Context):
     return cols, points, index, groups, rounds, seeds
 
 
-def _available(ctx: Context) -> str | None:
-    return nets_missing(ctx)
-
-
 @register("ifca-table1", "IFCA journal", "Table I: test accuracy of IFCA / global / local on Rotated MNIST "
-          "(3 x (m,n)) and Rotated CIFAR", kind="nets", available=_available)
+          "(3 x (m,n)) and Rotated CIFAR", kind="nets", available=nets_missing)
 def table1(ctx: Context) -> Section:
     """IFCA journal Table I: test accuracy of IFCA, global and local models on Rotated MNIST / CIFAR."""
     cols, points, index, groups, rounds, seeds = _runs(ctx)
@@ -135,7 +132,7 @@ def _bar_figure(folder, table, stem, title):
 
 
 @register("ifca-fig4", "IFCA journal", "Fig. 4: accuracy of the cluster identity estimates per round "
-          "(from the Table I runs)", kind="nets", available=_available)
+          "(from the Table I runs)", kind="nets", available=nets_missing)
 def fig4(ctx: Context) -> Section:
     """IFCA journal Fig. 4: accuracy of the cluster identity estimates per round (Table I's IFCA runs)."""
     cols, points, index, groups, rounds, seeds = _runs(ctx)
@@ -188,12 +185,7 @@ def fig4(ctx: Context) -> Section:
 
 
 def _femnist_available(ctx: Context) -> str | None:
-    why = nets_missing(ctx)
-    if why:
-        return why
-    if ctx.size != "full":
-        return "FEMNIST is not embedded: runs with --full when the LEAF files are in the data directory"
-    return data_missing(ctx, "femnist")
+    return full_data_missing(ctx, "FEMNIST", ["femnist"], "the LEAF files")
 
 
 TABLE2 = [("IFCA (k=2)", dict(algo="ifca", n_clusters=2, share="last")),

@@ -17,7 +17,8 @@ from .registry import Context
 from .runs import by_point, run_points, summarise_values
 from .trials import nets_trial
 
-__all__ = ["DATA_FOLDERS", "NOT_IN_TOOLKIT", "base_dataset", "leaf_users", "data_missing", "nets_missing", "run_nets",
+__all__ = ["DATA_FOLDERS", "NOT_IN_TOOLKIT", "base_dataset", "full_data_missing", "leaf_users", "data_missing",
+           "nets_missing", "run_nets",
            "substitute_reason", "summary_by", "rounds_to", "mean_curve", "ok", "errors"]
 
 # the data set bases of nets and the folder (under the data directory) of their files
@@ -47,6 +48,18 @@ def data_missing(ctx: Context, base: str) -> str | None:
         how = SOURCES[source].how if source in SOURCES else ""
         return f"data not available: {root} is missing ({how})" if how else f"data not available: {root} is missing"
     return None
+
+
+def full_data_missing(ctx: Context, what: str, bases: list[str], files: str = "their files") -> str | None:
+    """Why a target on data with no embedded copy (``what``, data set bases ``bases``) cannot run: no ``nets``,
+    not a ``--full`` run, or a data set missing from the data directory (None when it can run)."""
+    why = nets_missing(ctx)
+    if why:
+        return why
+    if ctx.size != "full":
+        verb = "is" if len(bases) == 1 else "are"
+        return f"{what} {verb} not embedded: runs with --full when {files} are in the data directory"
+    return "; ".join(m for m in (data_missing(ctx, b) for b in bases) if m) or None
 
 
 def leaf_users(ctx: Context, name: str) -> int:

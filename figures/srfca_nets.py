@@ -16,6 +16,7 @@ from .netcommon import (
     base_dataset,
     data_missing,
     errors,
+    full_data_missing,
     leaf_users,
     nets_missing,
     ok,
@@ -84,10 +85,6 @@ def _sim_runs(ctx: Context):
     return points, index, groups, skipped, best
 
 
-def _available(ctx: Context) -> str | None:
-    return nets_missing(ctx)
-
-
 def _intro(ctx: Context, what: str, best: dict) -> str:
     lam = ", ".join(f"{c}: λ = {v:g}" for c, v in best.items())
     tuned = ("λ tuned over {1, 1.5, 2, 3} on mean test accuracy (the paper tunes λ and β)" if ctx.size == "full"
@@ -102,7 +99,7 @@ def _intro(ctx: Context, what: str, best: dict) -> str:
 
 
 @register("srfca-table1", "SR-FCA", "Table 1: test accuracy on Inverted/Rotated MNIST and Rotated CIFAR "
-          "(SR-FCA, Local, Global, CFL, Local-KMeans, IFCA)", kind="nets", available=_available)
+          "(SR-FCA, Local, Global, CFL, Local-KMeans, IFCA)", kind="nets", available=nets_missing)
 def table1(ctx: Context) -> Section:
     """SR-FCA Table 1: test accuracy on the simulated data sets (Sec. 5)."""
     points, index, groups, skipped, best = _sim_runs(ctx)
@@ -147,7 +144,7 @@ def table1(ctx: Context) -> Section:
 
 
 @register("srfca-table2", "SR-FCA", "Table 2: misclustering of the clustered algorithms (same runs as Table 1)",
-          kind="nets", available=_available)
+          kind="nets", available=nets_missing)
 def table2(ctx: Context) -> Section:
     """SR-FCA Table 2: misclustering (Def. 3.1) of the clustered algorithms on the simulated data sets."""
     points, index, groups, skipped, best = _sim_runs(ctx)
@@ -198,14 +195,7 @@ REAL_ALGOS = [("SR-FCA", dict(algo="srfca", dist="cross", min_size=2, beta=0.1, 
 
 
 def _real_available(ctx: Context) -> str | None:
-    why = nets_missing(ctx)
-    if why:
-        return why
-    if ctx.size != "full":
-        return ("FEMNIST and Shakespeare are not embedded: runs with --full when the LEAF files are in the data "
-                "directory")
-    missing = [m for m in (data_missing(ctx, b) for _, b in REAL) if m]
-    return "; ".join(missing) or None
+    return full_data_missing(ctx, "FEMNIST and Shakespeare", [b for _, b in REAL], "the LEAF files")
 
 
 def _real_runs(ctx: Context):
@@ -282,7 +272,7 @@ def table3(ctx: Context) -> Section:
 
 
 @register("srfca-table4", "SR-FCA", "Table 4: test accuracy after ONE_SHOT and after each REFINE step",
-          kind="nets", available=_available)
+          kind="nets", available=nets_missing)
 def table4(ctx: Context) -> Section:
     """SR-FCA Table 4: test accuracy after ONE_SHOT and after each REFINE step (Sec. 5.1)."""
     points, index, groups, skipped, best = _sim_runs(ctx)

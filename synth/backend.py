@@ -10,7 +10,7 @@ assignment, and the gradient at the chosen model all come from the cached
 block), and over the models of a small stack (``M <= 4``), where one BLAS
 matrix-vector product per model is faster than a skinny GEMM.
 
-Where a C compiler is available, small model stacks (up to 4 models, or 64 KiB)
+Where a C compiler is available, small model stacks (up to 8 models)
 take the fused kernel of :mod:`synth._kernels` instead (``GLMBackend.kernel``
 says which path is in use): it streams each client's rows once and, with each
 row in cache, forms the scores of all models and accumulates the gradients of all
@@ -40,13 +40,12 @@ __all__ = ["GLMBackend", "IllConditionedError"]
 
 _SMALL_STACK = 4  # up to this many models, per-model gemv beats OpenBLAS' skinny GEMM
 _BLOCK_BYTES = 8 * 2**20
-# The fused kernel does M axpys per row against accumulators that live in L1/L2; GEMM wins once the model
-# stack outgrows that (measured by bench/roofline.py --sweep on a 2-core EPYC: fused 0.4-0.8x the numpy
-# time for stacks up to 64 KiB, 1.1-2.5x beyond).  Up to 4 models, where numpy makes M + 1 passes, it wins
-# under one BLAS thread (0.7-0.9x); against numpy's two-thread BLAS it is up to 16 % slower at d <= 100, where
-# the data stay in cache.
-_FUSED_ALWAYS_MODELS = 4
-_FUSED_MAX_STACK_BYTES = 64 * 2**10
+# The fused kernel does M dot products and (without a guessed model) M axpys per row; GEMM wins once the stack
+# has many models, whatever d.  `python bench/roofline.py --sweep-only [--blas-threads 1]` on the 2-core EPYC
+# (bench/results/epyc2_sweep_*.json), d = 20-1000: up to 8 models fused took 0.44-0.92x numpy's time except on
+# the tiniest problems with 2-4 models (< 0.3 ms a call, 1.1-1.3x: fixed costs); 12 models 0.63-1.17x; 20
+# models 0.67-1.40x; 60 models 0.81-2.27x.
+_FUSED_MAX_MODELS = 8
 # Blocks of clients: the kernel writes per-client gradient accumulators, then `choose` and `combine` run in
 # Python and the threads join.  Where all M accumulators are written, the buffer is kept cache resident (1 MiB,
 # and at most 16 MiB of data streamed per block, half the last-level cache).  Where (nearly) every client has a
@@ -89,7 +88,7 @@ class GLMBackend:
     Attributes
     ----------
     kernel : ``"fused"`` or ``"numpy"``: the path taken by :meth:`losses_and_weighted_gradients` and
-        :meth:`losses` for stacks of up to 4 models or 64 KiB (larger stacks always take numpy's GEMM).
+        :meth:`losses` for stacks of up to 8 models (larger stacks always take numpy's GEMM).
     """
 
     def __init__(self, federation: Federation, regime: str = "fixed", rounds: int | None = None,
@@ -264,8 +263,7 @@ class GLMBackend:
         return losses, weights, G
 
     def _use_fused(self, n_models: int) -> bool:
-        return self._fused is not None and (n_models <= _FUSED_ALWAYS_MODELS or
-                                            n_models * self.n_params * self.X.itemsize <= _FUSED_MAX_STACK_BYTES)
+        return self._fused is not None and n_models <= _FUSED_MAX_MODELS
 
     def _fused_pass(self, models: np.ndarray, choose, clients: np.ndarray | None):
         """:meth:`losses_and_weighted_gradients` (or, with ``choose=None``, :meth:`losses`) by the fused kernel.
@@ -319,10 +317,11 @@ class GLMBackend:
             losses[s:e], weights[s:e] = L, W
             if guess is not None:
                 nonzero = W != 0
-                hit = only >= 0
-                nonzero[hit, only[hit]] = False
-                missed = np.flatnonzero(hit & nonzero.any(1))
-                if len(missed):  # weighted on a model whose gradient was not formed: those clients again, in full
+                count = nonzero.sum(1)
+                formed = (only >= 0) & nonzero[np.arange(b), np.maximum(only, 0)]
+                # weighted on a model whose gradient was not formed: those clients again, in full
+                missed = np.flatnonzero((only >= 0) & (count > formed))
+                if len(missed):
                     redo = np.empty((len(missed), M, d), dtype=self.dtype)
                     self._run_fused(lib, idx[s:e][missed], rows[s:e][missed], models, logistic,
                                     np.empty((len(missed), M)), redo, parts)
@@ -330,8 +329,7 @@ class GLMBackend:
                 if len(missed) > 0.1 * b:
                     guessed = False
                     guess[idx[e:]] = -1
-                nonzero = W != 0
-                chosen = np.where(nonzero.sum(1) == 1, nonzero.argmax(1), -1)
+                chosen = np.where(count == 1, nonzero.argmax(1), -1)
                 # guess only for clients whose single model held for two passes: one that still switches
                 # (IFCA's early rounds) would cost a second read
                 guess[idx[s:e]] = np.where(chosen == last[idx[s:e]], chosen, -1)
