@@ -177,7 +177,8 @@ def _main(argv) -> int:
         secs = time.perf_counter() - start
         write_text_atomic(ctx.folder(name) / f"section-{size}.md", section.markdown)
         _write_status(ctx, name, {"status": "done", "title": section.title, "seconds": secs,
-                                  "verdicts": _verdicts(section), "rows": _row_records(section)})
+                                  "verdicts": _verdicts(section), "rows": _row_records(section),
+                                  "run_size": _target_context(ctx, t).size})
         print(f"[{name}] done in {secs:.1f} s", flush=True)
     report = _assemble(ctx, targets, time.perf_counter() - start_all, n_jobs)
     print(f"report: {report}")
@@ -185,10 +186,13 @@ def _main(argv) -> int:
 
 
 def _target_context(ctx, target):
-    """A medium run is about the papers' data: the synthetic and theory targets run at the quick size there."""
+    """A medium run is about the papers' data: the synthetic and theory targets, and the few neural-network targets
+    of ``figures.registry.MEDIUM_AT_QUICK``, run at the quick size there."""
     import dataclasses
 
-    if ctx.size == "medium" and target.kind not in ("nets", "measured"):
+    from figures.registry import medium_size
+
+    if ctx.size == "medium" and medium_size(target.name, target.kind) != "medium":
         return dataclasses.replace(ctx, size="quick")
     return ctx
 
@@ -225,7 +229,7 @@ def _headline(ctx, targets) -> str:
         path = ctx.out / name / f"status-{ctx.size}.json"
         st = json.loads(path.read_text()) if path.exists() else {"status": "not run", "reason": "not run yet"}
         if st["status"] == "done":
-            entries.append((name, t.paper, data_kind(t.kind, ctx.size), st.get("rows", [])))
+            entries.append((name, t.paper, data_kind(t.kind, st.get("run_size", ctx.size)), st.get("rows", [])))
         else:
             pending.append((name, t.paper, f"{st['status']}: {st.get('reason', '')}"))
     return headline_markdown(tally(entries), pending, ctx.size, system_rows(entries))
@@ -233,13 +237,15 @@ def _headline(ctx, targets) -> str:
 
 def _assemble(ctx, targets, seconds: float, n_jobs: int) -> Path:
     """``report.md`` from the section of every target that has one in ``out`` (for this size)."""
+    from figures.registry import MEDIUM_AT_QUICK
 
     head = [f"# cflab reproduction report ({ctx.size})", "",
             f"Written by `python paper_repro.py --size {ctx.size}` (last invocation: {seconds:.0f} s with n_jobs = "
             f"{n_jobs}, {time.strftime('%Y-%m-%d %H:%M')}). Each section compares the paper's number with the "
             "toolkit's; the verdict vocabulary is defined in `figures/compare.py`. Published numbers: "
             "`figures/published/*.csv` (with their source lines)."
-            + (" In a medium run the synthetic and theory targets run at the quick size." if ctx.size == "medium"
+            + (" In a medium run the synthetic and theory targets run at the quick size, and so do "
+               + "; ".join(f"`{k}` ({v})" for k, v in MEDIUM_AT_QUICK.items()) + "." if ctx.size == "medium"
                else ""), "", _headline(ctx, targets), "", "## Targets", "",
             "| target | paper | status | verdicts | seconds |", "|---|---|---|---|---|"]
     body = []

@@ -1,15 +1,17 @@
 #!/usr/bin/env python
 """Projected wall time of IFCA Fig. 3 at the paper's full scale, and what the convergence-aware protocol changes.
 
-    python bench/ifca_projection.py [--grids a,b,c,d] [--variant code|text] [--cells N]
-                                    [--protocols converged,fixed,float64] [--json OUT] [--resume]
+    python bench/ifca_projection.py [--grids a,b,c,d] [--variant code|text] [--cells N] [--seeds-per-cell S]
+                                    [--protocols converged,fixed,float64] [--n-jobs J] [--json OUT] [--resume]
                                     [--summary-only]
 
 The four grids are the public code's (github.com/jichan3751/ifca, ``synthetic/run_p{2,4}_{r_noise,m_n}.py``),
 as the specs ``synth/specs/ifca_fig3{a,b,c,d}_full_{code,text}.toml``: 134,400 runs of 300 full-batch iterations
 at d = 1000 (4,480 data seeds of 30 runs each).  The sample is stratified: one data seed per grid cell (all 30
 runs of it), trial ``t = cell mod 40`` -- the very trial the sweep runs at that cell (same seed).  ``--cells N``
-takes N cells per grid, evenly spaced over the grid's cell list (every cell by default: 112 data seeds).
+takes N cells per grid, evenly spaced over the grid's cell list (every cell by default: 112 data seeds);
+``--seeds-per-cell S`` takes S data seeds per cell (trials ``t, t+1, ..., t+S-1`` mod 40) for a larger
+verdict-agreement sample.  ``--n-jobs J`` runs J trials at once (processes, one BLAS thread each).
 
 Each sampled trial is run under up to three protocols, one BLAS thread, as a sweep worker runs it:
 
@@ -18,8 +20,8 @@ Each sampled trial is run under up to three protocols, one BLAS thread, as a swe
 ``fixed``     float32, every run does all 300 iterations (IFCA Sec. VI-A as written);
 ``float64``   the converged protocol in float64.
 
-Projection: every cell's 40 data seeds cost what its sampled seed cost (process CPU seconds, all threads), and two
-cores share the trials evenly (the sweep's loky workers, one BLAS thread each):
+Projection: every cell's 40 data seeds cost what its sampled seeds cost on average (process CPU seconds, all
+threads), and two cores share the trials evenly (the sweep's loky workers, one BLAS thread each):
 ``hours = sum_cells 40 * cpu_seconds / 2 / 3600``.  Verdict agreement: the fraction of sampled data seeds whose
 success verdict (the code's closest-truth rule and the text's one-to-one rule, each) is identical under
 ``converged`` and ``fixed``, and under ``float32`` and ``float64``; every disagreement is listed.
@@ -79,6 +81,8 @@ def main(argv=None) -> int:
     ap.add_argument("--resume", action="store_true", help="keep the trials already in --json")
     ap.add_argument("--summary-only", action="store_true",
                     help="run nothing: summarise the trials already in --json (e.g. of an interrupted run)")
+    ap.add_argument("--seeds-per-cell", type=int, default=1, help="data seeds per sampled cell (default 1)")
+    ap.add_argument("--n-jobs", type=int, default=1, help="trials run at once (default 1)")
     args = ap.parse_args(argv)
     grids = [g.strip() for g in args.grids.split(",") if g.strip()]
     protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
@@ -88,6 +92,9 @@ def main(argv=None) -> int:
               f"grids from {GRIDS}, protocols from {tuple(PROTOCOLS)} including converged, cells >= 1",
               file=sys.stderr)
         return 2
+    if not 1 <= args.seeds_per_cell <= 40 or args.n_jobs < 1:
+        print("ifca_projection.py: error: --seeds-per-cell must be in [1, 40] and --n-jobs >= 1", file=sys.stderr)
+        return 2
 
     from synth.montecarlo import trial_seed
     from synth.sweep import load_spec
@@ -95,42 +102,58 @@ def main(argv=None) -> int:
     out = Path(args.json or ROOT / "bench" / "results" / f"ifca_projection_{args.variant}.json")
     done = {}
     if (args.resume or args.summary_only) and out.exists():
-        done = {(r["grid"], r["cell"]): r for r in json.loads(out.read_text())["trials"]}
+        done = {(r["grid"], r["cell"], r["trial"]): r for r in json.loads(out.read_text())["trials"]}
     if args.summary_only:
-        rows = [r for r in done.values() if r["grid"] in grids and all(p in r for p in protocols)]
+        rows = [r for r in done.values() if r["grid"] in grids and "converged" in r]
         print(json.dumps(_summary(rows, protocols), indent=1))
         return 0
-    table = dict(done)  # (grid, cell) -> row; written after every trial
-    rows = []
+    table = dict(done)  # (grid, cell, trial) -> row; written after every trial
+    keys, tasks = [], []
     start = time.perf_counter()
     for g in grids:
         spec = load_spec(ROOT / "synth" / "specs" / f"ifca_fig3{g}_full_{args.variant}.toml")
         for c in _cells(spec, args.cells):
-            t = c % spec.trials
             params = {k: v for k, v in spec.points[c].items() if k != "algorithm"}
-            row = table.setdefault((g, c), {"grid": g, "cell": c, "trial": t, "cells_in_grid": len(spec.points),
-                                            "trials_per_cell": spec.trials,
-                                            "point": {k: params[k] for k in spec.varying if k in params},
-                                            "m": params["clients_per_cluster"] * params["K"], "n": params["n"],
-                                            "K": params["K"]})
-            seed = trial_seed(spec.seed, c, t)
-            for proto in protocols:
-                if proto not in row:
-                    row[proto] = _run({**params, **PROTOCOLS[proto]}, seed)
-                    _write(out, list(table.values()))
-            rows.append(row)
-            conv = row["converged"]
-            print(f"[{g}] cell {c:3d} m={row['m']:4d} n={row['n']:3d} {row['point']}: converged "
-                  f"{conv['cpu_seconds']:6.1f} s cpu, {conv['iterations']:5d} iterations"
-                  + "".join(f"; {p} {row[p]['cpu_seconds']:6.1f} s" for p in protocols if p != "converged"),
-                  flush=True)
+            for j in range(args.seeds_per_cell):
+                t = (c + j) % spec.trials
+                row = table.setdefault((g, c, t), {
+                    "grid": g, "cell": c, "trial": t, "cells_in_grid": len(spec.points),
+                    "trials_per_cell": spec.trials, "point": {k: params[k] for k in spec.varying if k in params},
+                    "m": params["clients_per_cluster"] * params["K"], "n": params["n"], "K": params["K"]})
+                keys.append((g, c, t))
+                seed = trial_seed(spec.seed, c, t)
+                tasks += [((g, c, t), proto, {**params, **PROTOCOLS[proto]}, seed)
+                          for proto in protocols if proto not in row]
+    if tasks:
+        from joblib import Parallel, delayed
+
+        # results stream back as they finish and are written at once: an interrupted run keeps them (--resume)
+        results = Parallel(n_jobs=args.n_jobs, return_as="generator_unordered")(
+            delayed(_task)(key, proto, params, seed) for key, proto, params, seed in tasks)
+        for key, proto, res in results:
+            table[key][proto] = res
+            _write(out, list(table.values()))
+            row = table[key]
+            if all(p in row for p in protocols):
+                conv = row["converged"]
+                print(f"[{key[0]}] cell {key[1]:3d} trial {key[2]:2d} m={row['m']:4d} n={row['n']:3d} {row['point']}: "
+                      f"converged {conv['cpu_seconds']:6.1f} s cpu, {conv['iterations']:5d} iterations"
+                      + "".join(f"; {p} {row[p]['cpu_seconds']:6.1f} s" for p in protocols if p != "converged"),
+                      flush=True)
+    rows = [table[k] for k in dict.fromkeys(keys)]
     summary = _summary(rows, protocols)
     _write(out, list(table.values()), summary, time.perf_counter() - start)
     print(json.dumps(summary, indent=1))
     return 0
 
 
+def _task(key: tuple, proto: str, params: dict, seed: int) -> tuple[tuple, str, dict]:
+    return key, proto, _run(params, seed)
+
+
 def _summary(rows: list[dict], protocols: list[str]) -> dict:
+    from synth.intervals import wilson
+
     s: dict = {"sampled_data_seeds": len(rows), "runs_per_seed": 30, "cores": CORES, "per_grid": {}}
     total = {p: 0.0 for p in protocols}
     for g in GRIDS:
@@ -140,26 +163,33 @@ def _summary(rows: list[dict], protocols: list[str]) -> dict:
         cells = rs[0]["cells_in_grid"]
         per = {}
         for p in protocols:
-            # sampled cells stand for the cells between them: scale the sampled sum to the grid's cell count
-            cpu = sum(r[p]["cpu_seconds"] for r in rs) * cells / len(rs) * rs[0]["trials_per_cell"]
-            per[p] = {"projected_hours_on_2_cores": cpu / CORES / 3600,
-                      "iterations_fraction": sum(r[p]["iterations"] for r in rs) / (len(rs) * 30 * 300)}
+            # the sampled data seeds stand for all cells x trials of the grid: scale their mean cost
+            rp = [r for r in rs if p in r]
+            if not rp:
+                continue
+            cpu = sum(r[p]["cpu_seconds"] for r in rp) / len(rp) * cells * rs[0]["trials_per_cell"]
+            per[p] = {"projected_hours_on_2_cores": cpu / CORES / 3600, "data_seeds": len(rp),
+                      "iterations_fraction": sum(r[p]["iterations"] for r in rp) / (len(rp) * 30 * 300)}
             total[p] += cpu / CORES / 3600
-        s["per_grid"][g] = {"cells": cells, "sampled_cells": len(rs), **per}
+        s["per_grid"][g] = {"cells": cells, "sampled_cells": len({r["cell"] for r in rs}),
+                            "sampled_data_seeds": len(rs), **per}
     s["projected_hours_all_grids_on_2_cores"] = total
     s["grids_sampled"] = sorted({r["grid"] for r in rows})
     for other in ("fixed", "float64"):
         if other not in protocols:
             continue
+        both = [r for r in rows if "converged" in r and other in r]
         for v in VERDICTS:
-            same = [r["converged"][v] == r[other][v] for r in rows]
+            same = [r["converged"][v] == r[other][v] for r in both]
             s[f"agreement_converged_vs_{other}_{v}"] = sum(same) / len(same)
+            lo, hi = wilson(sum(same), len(same), 0.95)
+            s[f"agreement_converged_vs_{other}_{v}_count"] = f"{sum(same)}/{len(same)} (95% Wilson {lo:.4f}-{hi:.4f})"
             s[f"disagreements_converged_vs_{other}_{v}"] = [
                 {"grid": r["grid"], "cell": r["cell"], "trial": r["trial"], "point": r["point"],
                  "converged": r["converged"][v], other: r[other][v],
                  "dist_converged": r["converged"]["param_error_best_restart"],
                  f"dist_{other}": r[other]["param_error_best_restart"]}
-                for r, ok in zip(rows, same, strict=True) if not ok]
+                for r, ok in zip(both, same, strict=True) if not ok]
     return s
 
 

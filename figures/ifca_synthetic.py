@@ -18,6 +18,7 @@ fixed-300-iteration protocol.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -107,24 +108,11 @@ def _fig3(ctx: Context, panel: str) -> Section:
     pts = _points(ctx, panel, s)
     recs = run_points(ctx, name, ifca_fig3_trial, pts, s["trials"], seed=SEED + ord(panel))
     groups = by_point(recs, len(pts))
-    rows = []
-    for p, rs in zip(pts, groups, strict=True):
-        ok = [r for r in rs if r["status"] == "ok"]
-        sm = success_summary([r["result"]["success_matched"] if r["status"] == "ok" else None for r in rs])
-        sc = success_summary([r["result"]["success_code"] if r["status"] == "ok" else None for r in rs])
-        rows.append({"theta": p["theta"], "sigma": p["sigma"], "R": p["R"], "m": p["clients_per_cluster"] * p["K"],
-                     "n": p["n"], "d": p["d"], "K": p["K"], "trials": len(rs), "failed": len(rs) - len(ok),
-                     "success_matched": sm.mean, "matched_lo": sm["lo"], "matched_hi": sm["hi"],
-                     "k_matched": sm["successes"], "success_code": sc.mean, "code_lo": sc["lo"], "code_hi": sc["hi"],
-                     "k_code": sc["successes"],
-                     "collapsed_successes": sum(r["result"]["collapsed_success"] for r in ok),
-                     "mean_separation": sum(r["result"]["separation"] for r in ok) / max(1, len(ok)),
-                     "mean_theta_norm": sum(r["result"]["theta_norm"] for r in ok) / max(1, len(ok)),
-                     "mean_iterations": sum(r["result"].get("iterations", 0) for r in ok) / max(1, len(ok))})
+    rows = fig3_rows(pts, groups, "success_matched", "success_code")
     folder = ctx.folder(name)
     files = [write_table(folder / "success.csv", list(rows[0]), rows)]
     figs, files = _plot(folder, panel, dict(s, size=ctx.size), rows, files)
-    comp = _compare(panel, s, rows)
+    comp = compare_fig3(panel, s["axis"], rows)
     files.append(write_rows(comp, folder / "comparison.csv"))
     size = (f"(m, n, d) = ({s['m']}, {s['n']}, {s['d']})" if s["axis"] == "R" else
             f"(R, d, σ) = ({', '.join(map(str, s['R']))}, {s['d']}, {s['sigma']})")
@@ -212,42 +200,80 @@ def _plot(folder, panel, s, rows, files):
     return [(names[0], f"IFCA Fig. 3({panel}) reproduced: success probability, both θ* variants")], files + names
 
 
-def _compare(panel, s, rows) -> list[Row]:
+def fig3_rows(points: list[dict], groups: list[list[dict]], matched: str, code: str) -> list[dict]:
+    """One row per grid point of a Fig. 3 study: its setting and the success counts of both rules.
+
+    ``groups`` holds each point's trial records; ``matched`` and ``code`` name the result keys of the one-to-one
+    rule and of the public code's closest-truth rule (a failed trial counts as unsuccessful under both).
+    """
+    rows = []
+    for p, rs in zip(points, groups, strict=True):
+        ok = [r for r in rs if r["status"] == "ok"]
+        sm = success_summary([r["result"][matched] if r["status"] == "ok" else None for r in rs])
+        sc = success_summary([r["result"][code] if r["status"] == "ok" else None for r in rs])
+        rows.append({"theta": p["theta"], "sigma": p["sigma"], "R": p["R"], "m": p["clients_per_cluster"] * p["K"],
+                     "n": p["n"], "d": p["d"], "K": p["K"], "trials": len(rs), "failed": len(rs) - len(ok),
+                     "success_matched": sm.mean, "matched_lo": sm["lo"], "matched_hi": sm["hi"],
+                     "k_matched": sm["successes"], "success_code": sc.mean, "code_lo": sc["lo"], "code_hi": sc["hi"],
+                     "k_code": sc["successes"],
+                     "collapsed_successes": sum(bool(r["result"][code]) and not r["result"][matched] for r in ok),
+                     "mean_separation": sum(r["result"]["separation"] for r in ok) / max(1, len(ok)),
+                     "mean_theta_norm": (sum(r["result"]["theta_norm"] for r in ok) / len(ok)
+                                         if ok and "theta_norm" in ok[0]["result"] else math.nan),
+                     "mean_iterations": sum(r["result"].get("iterations", 0) for r in ok) / max(1, len(ok))})
+    return rows
+
+
+def compare_fig3(panel: str, axis: str, rows: list[dict], prefix: str = "", rule: str = "matched") -> list[Row]:
+    """IFCA Fig. 3 claims (success rises with R, or with m and n) on :func:`fig3_rows`, one row per curve.
+
+    ``axis`` is ``"R"`` (panels a-b) or ``"mn"`` (c-d); ``prefix`` starts every item (a stored run's paper and
+    scale); ``rule`` is the success rule judged, ``"matched"`` (the text's one-to-one dist) or ``"code"`` (the
+    public code's closest-truth rule), the other shown beside it.  The rise is judged by one-sided Fisher tests
+    between the two ends of each curve.
+    """
+    other = "code" if rule == "matched" else "matched"
+    names = {"matched": "one-to-one rule", "code": "code rule"}
     out = []
-    if s["axis"] == "R":
+    thetas = [t for t in THETAS if any(r["theta"] == t for r in rows)]
+    if axis == "R":
         c = claim("IFCA", "success-rises-with-R")
-        for theta in THETAS:
-            for sigma in sorted({r["sigma"] for r in rows}):
-                rs = sorted((r for r in rows if r["theta"] == theta and r["sigma"] == sigma), key=lambda r: r["R"])
-                lo, hi = rs[0], rs[-1]
-                v, pval = trend_verdict(lo["k_matched"], lo["trials"], hi["k_matched"], hi["trials"])
-                rep = (f"{lo['success_matched']:.2f} at R={lo['R']} -> {hi['success_matched']:.2f} at R={hi['R']} "
-                       f"(one-sided Fisher p={pval:.3g}; code rule {lo['success_code']:.2f} -> "
-                       f"{hi['success_code']:.2f})")
-                out.append(claim_row(f"Fig. 3({panel}) `{theta}`, σ={sigma}", c, rep, v))
+        curves = [(theta, f"σ={sigma}", sorted((r for r in rows if r["theta"] == theta and r["sigma"] == sigma),
+                                                key=lambda r: r["R"]))
+                  for theta in thetas for sigma in sorted({r["sigma"] for r in rows})]
     else:
         c = claim("IFCA", "success-rises-with-mn")
-        for theta in THETAS:
-            for R in sorted({r["R"] for r in rows}):
-                rs = sorted((r for r in rows if r["theta"] == theta and r["R"] == R), key=lambda r: r["m"] * r["n"])
-                lo, hi = rs[0], rs[-1]
-                v, pval = trend_verdict(lo["k_matched"], lo["trials"], hi["k_matched"], hi["trials"])
-                rep = (f"{lo['success_matched']:.2f} at (m, n)=({lo['m']}, {lo['n']}) -> {hi['success_matched']:.2f} "
-                       f"at ({hi['m']}, {hi['n']}) (one-sided Fisher p={pval:.3g})")
-                out.append(claim_row(f"Fig. 3({panel}) `{theta}`, R={R}", c, rep, v))
-    # which theta* variant gives curves that rise over the published range (the figure's text)
-    verdicts = {t: [r.verdict for r in out if f"`{t}`" in r.item] for t in THETAS}
-    rising = [t for t, vs in verdicts.items() if any(v == "agrees" for v in vs)]
-    collapsed = sum(r["collapsed_successes"] for r in rows)
-    out.append(Row(f"Fig. 3({panel}): which θ* variant shows the rise the text describes",
-                   "the text: θ* rescaled to norm R (`bernoulli`)",
-                   ", ".join(f"`{t}`: {sum(v == 'agrees' for v in vs)}/{len(vs)} curves rise" for t, vs in
-                             verdicts.items()), "—",
-                   "finding (significant rise: " + ("only " + ", ".join(f"`{t}`" for t in rising) if len(rising) == 1
-                                                     else "both" if len(rising) == 2 else "neither") + ")",
-                   claim("IFCA", "protocol").source()))
-    out.append(Row(f"Fig. 3({panel}): trials counted as success only by the code's closest-truth rule",
-                   "0 (the text's dist is one-to-one)", f"{collapsed} of {sum(r['trials'] for r in rows)}", "—",
+        curves = [(theta, f"R={R}", sorted((r for r in rows if r["theta"] == theta and r["R"] == R),
+                                            key=lambda r: r["m"] * r["n"]))
+                  for theta in thetas for R in sorted({r["R"] for r in rows})]
+    for theta, label, rs in curves:
+        if not rs:
+            continue
+        lo, hi = rs[0], rs[-1]
+        v, pval = trend_verdict(lo[f"k_{rule}"], lo["trials"], hi[f"k_{rule}"], hi["trials"])
+        at = ((lambda r: f"R={r['R']}") if axis == "R" else (lambda r: f"(m, n)=({r['m']}, {r['n']})"))
+        rep = (f"{lo[f'success_{rule}']:.2f} at {at(lo)} -> {hi[f'success_{rule}']:.2f} at {at(hi)} "
+               f"({names[rule]}, one-sided Fisher p={pval:.3g}; {names[other]} {lo[f'success_{other}']:.2f} -> "
+               f"{hi[f'success_{other}']:.2f})")
+        out.append(claim_row(f"{prefix}Fig. 3({panel}) `{theta}`, {label}", c, rep, v))
+    if len(thetas) > 1:
+        # which theta* variant gives curves that rise over the published range (the figure's text)
+        verdicts = {t: [r.verdict for r in out if f"`{t}`" in r.item] for t in thetas}
+        rising = [t for t, vs in verdicts.items() if any(v == "agrees" for v in vs)]
+        out.append(Row(f"{prefix}Fig. 3({panel}): which θ* variant shows the rise the text describes",
+                       "the text: θ* rescaled to norm R (`bernoulli`)",
+                       ", ".join(f"`{t}`: {sum(v == 'agrees' for v in vs)}/{len(vs)} curves rise" for t, vs in
+                                 verdicts.items()), "—",
+                       "finding (significant rise: " + ("only " + ", ".join(f"`{t}`" for t in rising)
+                                                         if len(rising) == 1 else "both" if len(rising) == 2
+                                                         else "neither") + ")",
+                       claim("IFCA", "protocol").source()))
+    # at sigma = 0 the text's rule (dist <= 0) cannot pass at all: only sigma > 0 shows collapsed solutions
+    noisy = [r for r in rows if r["sigma"] > 0]
+    collapsed = sum(r["collapsed_successes"] for r in noisy)
+    out.append(Row(f"{prefix}Fig. 3({panel}): trials counted as success only by the code's closest-truth rule "
+                   "(σ > 0)", "0 (the text's dist is one-to-one)", f"{collapsed} of {sum(r['trials'] for r in noisy)}",
+                   "—",
                    "agrees" if collapsed == 0 else "differs (collapsed solutions pass the code's rule)",
                    claim("IFCA", "protocol").source()))
     return out

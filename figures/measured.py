@@ -9,6 +9,11 @@ Which published number a file reproduces: the JSON's own ``"reproduces"`` list w
 ``{"paper", "artifact", "row", "column", "group", "metric", "scale"}``), otherwise the rules of
 :data:`RULES`, which recognise the papers' own settings (data set, algorithm, clients m, samples n).  A run
 no rule recognises is listed as "not matched" rather than dropped.
+
+A paper-scale *sweep* (e.g. IFCA Fig. 3 at the public code's grid) is kept as its trial store,
+``figures/measured/<name>/store`` (``spec.toml``, ``meta.json``, ``trials.jsonl``), with its command in the same
+README table (a row whose first cell is ``<name>/``).  :func:`store_rows` judges the paper's claim about the
+figure (IFCA Fig. 3: success rises with R, or with m and n) on every curve of the stored grid.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import math
 import re
 import shlex
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +32,7 @@ from .published import lookup
 from .registry import Context, Section, register
 from .runs import summarise_values
 
-__all__ = ["HERE", "RULES", "load_runs", "match", "measured_rows", "readme_commands"]
+__all__ = ["HERE", "RULES", "load_runs", "load_stores", "match", "measured_rows", "readme_commands", "store_rows"]
 
 HERE = Path(__file__).parent / "measured"
 
@@ -89,13 +95,14 @@ RULES: list[tuple[str, Callable[[dict, dict], list[dict]]]] = [
 
 
 def readme_commands(folder: Path = HERE) -> dict[str, str]:
-    """``file name -> command`` from the table of ``README.md`` (rows ``| `file` | `command` | ...``)."""
+    """``file name -> command`` from the table of ``README.md`` (rows ``| `file` | `command` | ...``; a stored
+    sweep's row names its folder, ``name/``)."""
     path = folder / "README.md"
     if not path.exists():
         return {}
     out = {}
     for line in path.read_text(encoding="utf-8").splitlines():
-        m = re.match(r"\|\s*`([^`]+\.json)`\s*\|\s*`([^`]+)`\s*\|", line)
+        m = re.match(r"\|\s*`([^`]+(?:\.json|/))`\s*\|\s*`([^`]+)`\s*\|", line)
         if m:
             out[m.group(1)] = m.group(2)
     return out
@@ -192,11 +199,72 @@ def measured_rows(folder: Path = HERE) -> tuple[list[Row], list[dict]]:
     return rows, table
 
 
+# a stored sweep the report knows how to judge: its spec name -> (paper's figure, panel)
+_FIG3_STORE = re.compile(r"ifca_fig3([abcd])_full_(text|code)$")
+
+
+def load_stores(folder: Path = HERE) -> list[dict[str, Any]]:
+    """Every trial store ``folder/<name>/store`` with its spec name, command (README), meta and records."""
+    from synth.store import read_meta, read_records
+
+    commands = readme_commands(folder)
+    out = []
+    for store in sorted(p.parent for p in folder.glob("*/store/meta.json")):
+        meta = read_meta(store) or {}
+        out.append({"folder": store.parent.name, "store": store, "name": str(meta.get("name", store.parent.name)),
+                    "meta": meta, "records": read_records(store),
+                    "command": commands.get(store.parent.name + "/", "")})
+    return out
+
+
+def _fig3_store_rows(st: dict, panel: str) -> list[Row]:
+    from .ifca_synthetic import compare_fig3, fig3_rows
+
+    recs = st["records"]
+    n_points = 1 + max((r["point"] for r in recs), default=-1)
+    points: list[dict] = [{} for _ in range(n_points)]
+    groups: list[list[dict]] = [[] for _ in range(n_points)]
+    for r in recs:
+        points[r["point"]] = r["params"]
+        groups[r["point"]].append(r)
+    rows = fig3_rows(points, groups, "success_any_restart", "success_code_rule")
+    axis = "R" if len({r["sigma"] for r in rows}) > 1 or panel in "ab" else "mn"
+    p0 = points[0]
+    trials = sorted({len(g) for g in groups})
+    per_cell = "/".join(map(str, trials))
+    scale = (f"stored run, paper scale: {len(recs)} data seeds over {n_points} grid cells ({per_cell} per cell) of "
+             f"(m, n, d) = ({p0['K'] * p0['clients_per_cluster']}, {p0['n']}, {p0['d']}), "
+             f"{p0['n_init']} initialisations x step sizes {p0['step_size']}, {p0['rounds']} iterations, "
+             f"{p0.get('dtype', 'float64')}, stopping = {p0.get('stopping', 'fixed')}")
+    # judged by the stored spec's own success rule (the public code's closest-truth rule in its code-theta* grids)
+    metric = str(((st["meta"].get("spec") or {}).get("success") or {}).get("metric", "success_any_restart"))
+    rule = "code" if metric == "success_code_rule" else "matched"
+    out = compare_fig3(panel, axis, rows, prefix=f"IFCA Fig. 3({panel}) [{st['folder']}]: ", rule=rule)
+    note = (f"{scale}; success judged by `{metric}`, the spec's rule; store `figures/measured/{st['folder']}/store`; "
+            f"command: `{st['command'] or 'not in figures/measured/README.md'}`")
+    return [replace(r, note=note) for r in out]
+
+
+def store_rows(folder: Path = HERE) -> list[Row]:
+    """The paper's claims judged on every stored paper-scale sweep of ``folder`` (IFCA Fig. 3 grids)."""
+    rows = []
+    for st in load_stores(folder):
+        m = _FIG3_STORE.match(st["name"])
+        if m is None:
+            rows.append(Row(f"`{st['folder']}/store` ({st['name']})", "—", "—", "—",
+                            "not matched (no published figure recognised for this sweep)", "", st["command"]))
+        elif st["records"]:
+            rows += _fig3_store_rows(st, m.group(1))
+    return rows
+
+
 @register("measured-runs", "all papers", "Stored paper-scale runs (figures/measured/*.json) against the published "
           "numbers", kind="measured")
 def measured_target(ctx: Context) -> Section:
     """The stored paper-scale runs of ``figures/measured`` as comparison rows (any size: nothing is computed)."""
     rows, table = measured_rows()
+    stored = store_rows()
+    rows += stored
     folder = ctx.folder("measured-runs")
     files = [write_rows(rows, folder / "comparison.csv")] if rows else []
     hours = sum(t["hours"] for t in table if not math.isnan(t["hours"]))
@@ -204,6 +272,8 @@ def measured_target(ctx: Context) -> Section:
              "compute in all), each the JSON of `python -m nets run --json --history` with its command in "
              "`figures/measured/README.md`. The reproduced number is the mean over the files of one configuration "
              "(one per seed); the note of each row gives the seeds, the command and how the protocol differs from "
-             "the paper's. These runs are not recomputed by `paper_repro.py`.")
+             "the paper's. Paper-scale sweeps are kept as their trial stores (`figures/measured/<name>/store`); "
+             f"{len(load_stores())} such store(s) are judged against the paper's claim about the figure, one row per "
+             "curve. These runs are not recomputed by `paper_repro.py`.")
     notes = [f"**{r.item}**: {r.note}" for r in rows if r.note]  # seeds, command, protocol differences
     return build_section("Stored paper-scale runs", intro, "measured-runs", [], rows, files, notes)

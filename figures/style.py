@@ -14,11 +14,12 @@ import numpy as np
 
 from synth.store import save_figure_atomic
 
-__all__ = ["ALGO_ORDER", "algo_colour", "band", "marker", "new_figure", "palette", "save", "styled"]
+__all__ = ["ALGO_ORDER", "algo_colour", "algo_hatch", "band", "marker", "new_figure", "palette", "save", "styled"]
 
 # every algorithm keeps its colour and marker across all figures
 ALGO_ORDER = ("IFCA", "SR-FCA", "CLoVE", "Global", "Local", "CFL", "Local-KMeans", "one-shot", "ONE_SHOT-IFCA",
-              "one-shot k-means")
+              "one-shot k-means", "FeSEM", "FlexCFL", "PACFL", "k-FED", "FedSoft", "Per-FedAvg", "FedProto", "FedALA",
+              "FedPAC")
 _MARKERS = "osD^vP*X<>hd"
 
 
@@ -37,13 +38,27 @@ _ALIASES = {"fedavg": "Global", "global model": "Global", "local-only": "Local",
 
 def algo_colour(name: str) -> tuple[float, float, float]:
     """The colour of an algorithm (by its label's leading name; FedAvg = Global, Local-only = Local), the same in
-    every figure."""
+    every figure; :func:`algo_hatch` tells the second ten apart)."""
+    return _algo_colours()[_algo_index(name) % 20]
+
+
+def algo_hatch(name: str) -> str:
+    """A bar's hatch: none for the first ten algorithms, ``//`` for the rest, whose colours are the darker
+    shades of the first ten's hues (so that no two algorithms of one figure look alike)."""
+    return "" if _algo_index(name) % 20 < 10 else "//"
+
+
+def _algo_index(name: str) -> int:
     low = name.lower()
     head = next((v for k, v in _ALIASES.items() if low.startswith(k)), name.split(" ")[0].split("(")[0])
     idx = next((i for i, a in enumerate(ALGO_ORDER) if head.lower() == a.lower()), None)
-    if idx is None:
-        idx = len(ALGO_ORDER) + sum(map(ord, head)) % 3
-    return palette(16)[idx % 10]
+    return len(ALGO_ORDER) if idx is None else idx  # an unlisted name: the one spare colour
+
+
+def _algo_colours() -> list[tuple[float, float, float]]:
+    import seaborn as sns
+
+    return list(sns.color_palette("colorblind", 10)) + list(sns.color_palette("dark", 10))
 
 
 def marker(i: int) -> str:
@@ -110,7 +125,7 @@ def grouped_bars(folder: Path, rows: list[dict], stem: str, *, group: str, value
         # a std of NaN (one finished seed) draws no error bar
         ax.bar([x for x, _ in pts], [scale * r[value] for _, r in pts], width=bar,
                yerr=[scale * r[err] if r["seeds"] > 1 and r[err] == r[err] else 0.0 for _, r in pts], capsize=3,
-               color=algo_colour(algo), label=algo, edgecolor="black", linewidth=0.4)
+               color=algo_colour(algo), label=algo, edgecolor="black", linewidth=0.4, hatch=algo_hatch(algo))
         # a zero-height bar (e.g. an ARI of 0) has no area: a marker on its top keeps it visible
         ax.scatter([x for x, _ in pts], [scale * r[value] for _, r in pts], marker=marker(ai), s=22, zorder=4,
                    color=algo_colour(algo), edgecolor="black", linewidth=0.5)

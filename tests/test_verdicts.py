@@ -10,7 +10,7 @@ import pytest
 
 from figures.compare import Row
 from figures.headline import data_kind, tally
-from figures.measured import load_runs, measured_rows, readme_commands
+from figures.measured import load_runs, load_stores, measured_rows, readme_commands, store_rows
 from figures.published import Published
 from figures.registry import Context
 from figures.verdicts import compare_pair, holm, ordering_rows, paper_relation, welch
@@ -118,6 +118,28 @@ def test_measured_reader_finds_the_ifca_run(tmp_path):
     assert any(r.verdict.startswith("not matched") for r in measured_rows(tmp_path)[0])
 
 
+def test_stored_fig3_sweep_is_a_paper_scale_row(tmp_path):
+    rows = store_rows()
+    curves = [r for r in rows if "ifca_fig3a_full_code" in r.item and "σ=" in r.item]
+    assert len(curves) == 4 and all(r.item.startswith("IFCA Fig. 3(a)") for r in curves)
+    assert all(r.verdict in ("agrees", "disagrees") or r.verdict.startswith("inconclusive") for r in curves)
+    assert all("800 data seeds" in r.note and "synth sweep" in r.note for r in curves)
+    # a copy of that store whose successes fall with R must disagree: the verdict reads the trials
+    src = next(s for s in load_stores() if s["folder"] == "ifca_fig3a_full_code")["store"]
+    dst = tmp_path / "ifca_fig3a_full_code" / "store"
+    dst.mkdir(parents=True)
+    for f in ("meta.json", "spec.toml"):
+        (dst / f).write_bytes((src / f).read_bytes())
+    with open(src / "trials.jsonl") as fh, open(dst / "trials.jsonl", "w") as out:
+        for line in fh:
+            rec = json.loads(line)
+            rec["result"]["success_code_rule"] = rec["params"]["R"] < 0.3
+            out.write(json.dumps(rec) + "\n")
+    falling = [r for r in store_rows(tmp_path) if "σ=" in r.item]
+    assert len(falling) == 4 and all(r.verdict == "disagrees" for r in falling)
+    assert all("not in figures/measured/README.md" in r.note for r in falling)  # no README beside the copy
+
+
 def test_targets_chosen_at_each_size(tmp_path):
     pytest.importorskip("torch")
     from figures.netcommon import base_dataset, full_data_missing, substitute_reason
@@ -145,6 +167,35 @@ def test_medium_runs_the_targets_whose_files_are_present(tmp_path):
         assert targets[name].why_not(ctx) is None, name
     quick = Context(tmp_path, size="quick", data_dir=str(DATA))
     assert "not embedded" in targets["ifca-table2"].why_not(quick)
+
+
+def test_medium_leaves_out_what_exceeds_its_hour(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    import figures.clove_nets as cn
+    from figures.registry import MEDIUM_AT_QUICK, medium_size
+    from figures.srfca_nets import SHAKESPEARE_MEDIUM, _real_skip
+
+    medium = Context(tmp_path, size="medium", data_dir=str(tmp_path))
+    full = Context(tmp_path, size="full", data_dir=str(tmp_path))
+    assert medium_size("clove-table1", "nets") == "medium" and medium_size("measured-runs", "measured") == "medium"
+    assert medium_size("theory-atlas", "synthetic") == "quick"
+    assert all(medium_size(name, "nets") == "quick" for name in MEDIUM_AT_QUICK)
+    assert _real_skip(medium, "shakespeare") == SHAKESPEARE_MEDIUM and _real_skip(medium, "femnist") is None
+    assert _real_skip(full, "shakespeare") is None
+    # with the MNIST and FMNIST files present, FMNIST is the image column a medium run leaves out, and says why
+    orig = cn.data_missing
+    monkeypatch.setattr(cn, "data_missing", lambda ctx, base: None if base in ("mnist", "fmnist") else orig(ctx, base))
+    why = {col: w for col, _, w in cn._image_columns(medium)}
+    assert why["MNIST"] is None and why["FMNIST"] == cn.MEDIUM_BUDGET and why["CIFAR-10"]
+    assert {col: w for col, _, w in cn._image_columns(full)}["FMNIST"] is None
+
+
+def test_headline_counts_a_target_at_the_size_it_ran(tmp_path):
+    rows = [{"item": "x", "verdict": "agrees", "compared": ""}]
+    t = tally([("clove-fig2", "CLoVE", data_kind("nets", "quick"), rows),
+               ("clove-table1", "CLoVE", data_kind("nets", "medium"), rows)])
+    assert t[("CLoVE", "stand-in (8x8 digits)")].claims["agrees"] == 1
+    assert t[("CLoVE", "real data")].claims["agrees"] == 1
 
 
 def test_same_seed_values_give_no_order():
