@@ -230,6 +230,9 @@ def _femnist_available(ctx: Context) -> str | None:
 
 # FEMNIST's CNN has 6.5 M parameters: a medium run affords few users and rounds on 2 CPU cores
 T2_MEDIUM = dict(clients=10, n_per_client=50, rounds=10, local_steps=2)
+# FEMNIST has 62 classes (chance 1.6 %): below 20 % mean test accuracy no method has learnt enough for its
+# ordering against another to say anything about the paper's (used by SR-FCA Table 3 too)
+FEMNIST_TRAINED = 0.20
 TABLE2 = [("IFCA (k=2)", dict(algo="ifca", n_clusters=2, share="last")),
           ("IFCA (k=3)", dict(algo="ifca", n_clusters=3, share="last")),
           ("one-shot (k=2)", dict(algo="oneshot-kmeans", n_clusters=2)),
@@ -264,13 +267,17 @@ def table2(ctx: Context) -> Section:
                                       for col, _ in TABLE2},
                           {col: seed_values(recs, "test_accuracy") for (col, _), recs in zip(TABLE2, groups,
                                                                                           strict=True)},
-                          100.0, reduced=f"{ctx.size} run: {reduced}" if ctx.size != "full" else "")
+                          100.0, reduced=f"{ctx.size} run: {reduced}" if ctx.size != "full" else "",
+                          trained_above=FEMNIST_TRAINED)
     acc = {r["column"]: r["accuracy_mean"] for r in table}
     best_ifca = max(acc["IFCA (k=2)"], acc["IFCA (k=3)"])
+    verdict = "agrees" if best_ifca > max(acc["global"], acc["local"]) else "disagrees"
+    if max(acc.values()) <= FEMNIST_TRAINED:
+        verdict = (f"inconclusive (models barely trained: best mean {100 * max(acc.values()):.1f} <= "
+                   f"{100 * FEMNIST_TRAINED:.1f})")
     rows.append(claim_row("IFCA > global and > local", claim("IFCA", "ifca-beats-global-local"),
                           f"IFCA {100 * best_ifca:.2f}, global {100 * acc['global']:.2f}, local "
-                          f"{100 * acc['local']:.2f}",
-                          "agrees" if best_ifca > max(acc["global"], acc["local"]) else "disagrees"))
+                          f"{100 * acc['local']:.2f}", verdict))
     k3 = groups[1]
     used = [(r["result"] or {}).get("n_clusters") for r in k3 if r["status"] == "ok"]
     rows.append(claim_row("clusters IFCA (k=3) actually uses", claim("IFCA", "ifca-finds-3"), f"{used}",

@@ -117,6 +117,15 @@ def grouped_bars(folder: Path, rows: list[dict], stem: str, *, group: str, value
     fig, axes = new_figure(1, 1, width=width, height=4.0)
     ax = axes[0][0]
     bar = 0.8 / max(1, len(algos))
+    # variants of one algorithm (IFCA (k=2) and (k=3)) share its colour: each later one gets its own hatch
+    looks, seen = {}, set()
+    for algo in algos:
+        look = (algo_colour(algo), algo_hatch(algo))
+        extra = iter(("..", "xx", "\\\\", "++", "oo"))
+        while look in seen:
+            look = (look[0], look[1] + next(extra, "-"))
+        seen.add(look)
+        looks[algo] = look
     for ai, algo in enumerate(algos):
         pts = [(gi + (ai - (len(algos) - 1) / 2) * bar, r) for gi, g in enumerate(groups) for r in rows
                if r[group] == g and r["algorithm"] == algo]
@@ -125,7 +134,7 @@ def grouped_bars(folder: Path, rows: list[dict], stem: str, *, group: str, value
         # a std of NaN (one finished seed) draws no error bar
         ax.bar([x for x, _ in pts], [scale * r[value] for _, r in pts], width=bar,
                yerr=[scale * r[err] if r["seeds"] > 1 and r[err] == r[err] else 0.0 for _, r in pts], capsize=3,
-               color=algo_colour(algo), label=algo, edgecolor="black", linewidth=0.4, hatch=algo_hatch(algo))
+               color=looks[algo][0], label=algo, edgecolor="black", linewidth=0.4, hatch=looks[algo][1])
         # a zero-height bar (e.g. an ARI of 0) has no area: a marker on its top keeps it visible
         ax.scatter([x for x, _ in pts], [scale * r[value] for _, r in pts], marker=marker(ai), s=22, zorder=4,
                    color=algo_colour(algo), edgecolor="black", linewidth=0.5)

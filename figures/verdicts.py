@@ -114,13 +114,14 @@ def compare_pair(paper: int, x: Sequence[float], y: Sequence[float], p_adjusted:
 
 def ordering_rows(cell: str, published: dict, samples: dict[str, Sequence[float]], scale: float = 1.0,
                   higher_better: bool = True, reduced: str = "", alpha: float = ALPHA,
-                  min_seeds: int = MIN_SEEDS) -> list[Row]:
+                  min_seeds: int = MIN_SEEDS, trained_above: float | None = None) -> list[Row]:
     """One row per pair of methods of ``cell`` that have both a published value and reproduced seeds.
 
     ``published`` maps method -> :class:`figures.published.Published`; ``samples`` method -> per-seed values
     (in the run's units; ``scale`` converts to the paper's, e.g. 100 for accuracies in %).  ``reduced`` says what
     the run changes from the paper's setting (shown in each row's note).  Holm-Bonferroni runs over the pairs
-    of this cell.
+    of this cell.  ``trained_above`` (run units): where no method's mean exceeds it, the models are barely
+    trained, and every row of the cell is ``inconclusive`` -- a tie of untrained models is no agreement.
     """
     names = [a for a in published if published[a] is not None and a in samples]
     pairs = list(combinations(names, 2))
@@ -132,6 +133,8 @@ def ordering_rows(cell: str, published: dict, samples: dict[str, Sequence[float]
         stats[(a, b)] = welch(xa, xb) if len(xa) >= 2 and len(xb) >= 2 else None
     testable = [pr for pr in pairs if stats[pr] is not None]
     adj = dict(zip(testable, holm([stats[pr][3] for pr in testable]), strict=True))
+    means = [sum(samples[a]) / len(samples[a]) for a in names if len(samples[a])]
+    untrained = (trained_above is not None and bool(means) and max(means) <= trained_above)
     rows = []
     for a, b in pairs:
         pa, pb = published[a], published[b]
@@ -144,6 +147,9 @@ def ordering_rows(cell: str, published: dict, samples: dict[str, Sequence[float]
         xb = [sgn * scale * v for v in samples[b]]
         st = stats[(a, b)]
         verdict = compare_pair(rel, xa, xb, adj.get((a, b)), alpha, min_seeds)
+        if untrained and not verdict.startswith("inconclusive (fewer than"):
+            verdict = (f"inconclusive (models barely trained: best mean {scale * max(means):.1f} <= "
+                       f"{scale * trained_above:.1f})")
         if st is None:
             rep = f"n = {len(xa)}, {len(xb)} seeds"
         else:

@@ -198,6 +198,19 @@ def test_headline_counts_a_target_at_the_size_it_ran(tmp_path):
     assert t[("CLoVE", "real data")].claims["agrees"] == 1
 
 
+def test_untrained_models_give_no_agreement():
+    pubs = {"A": _pub("A", "80.0", "3.0"), "B": _pub("B", "79.5", "3.5"), "C": _pub("C", "60.0", "1.0")}
+    low = {"A": [0.07, 0.09, 0.05], "B": [0.06, 0.08, 0.07], "C": [0.06, 0.05, 0.07]}
+    plain = {r.item: r.verdict for r in ordering_rows("F", pubs, low, 100.0)}
+    assert plain["F: A vs B (ordering)"].startswith("agrees (tie")  # overlapping intervals, tie in the paper
+    guarded = ordering_rows("F", pubs, low, 100.0, trained_above=0.2)
+    assert all(r.verdict.startswith("inconclusive (models barely trained") for r in guarded)
+    assert all(r.compared for r in guarded)  # still counted as compared: >= 3 seeds of each
+    high = {k: [v + 0.7 for v in vs] for k, vs in low.items()}
+    assert [r.verdict for r in ordering_rows("F", pubs, high, 100.0, trained_above=0.2)] == \
+        [r.verdict for r in ordering_rows("F", pubs, high, 100.0)]
+
+
 def test_same_seed_values_give_no_order():
     rng = np.random.default_rng(0)
     x = list(rng.normal(size=5))
