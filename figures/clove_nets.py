@@ -279,7 +279,8 @@ def _conv_target(artifact: str, mixings: list[str]):
             runs = _sup_runs(ctx, mixing)
             ax = axes[0][mi]
             for col, base, why in _image_columns(ctx):
-                reason = substitute_reason(ctx, base)
+                # medium: fewer samples, rounds and the MLP (_reduced) change how fast clusters form
+                reason = substitute_reason(ctx, base, _reduced(ctx))
                 for alg in pub_algos:
                     for quantity, key in (("% of final ARI reached in 10 rounds", "percent"),
                                           ("first round when ARI >= 90%", "first")):
