@@ -430,7 +430,7 @@ def _text_target(artifact: str):
                  write_rows(rows, folder / "comparison.csv")]
         figs = []
         if out:
-            fig, axes = new_figure(1, 1, width=max(5.0, 0.45 * len(out) + 2), height=4.0)
+            fig, axes = new_figure(1, 1, width=max(6.5, 0.45 * len(out) + 2), height=4.4)
             ax = axes[0][0]
             scale = 100.0 if artifact == "Table 3" else 1.0
             for i, r in enumerate(out):
@@ -440,9 +440,9 @@ def _text_target(artifact: str):
                 ax.scatter([i], [r["published"]], marker="_", s=150, color="black", zorder=3)
             ax.set_xticks(range(len(out)))
             ax.set_xticklabels([r["item"] for r in out], rotation=60, ha="right", fontsize=6)
-            ax.set_ylabel({"Table 3": "test accuracy %", "Table 10": "ARI"}.get(artifact, "value (see x labels)")
+            ax.set_ylabel({"Table 3": "test accuracy %", "Table 10": "ARI"}.get(artifact, "% or round")
                           + " (mean ± std)")
-            ax.set_title(f"CLoVE {artifact} reproduced:\nAmazon (4 domains), AG News (test split); {ctx.size} size, "
+            ax.set_title(f"CLoVE {artifact} reproduced: Amazon (4 domains), AG News (test split);\n{ctx.size} size, "
                          f"{_seeds(ctx)} seeds; black ticks: the paper's values", fontsize=9)
             names = save(fig, folder, f"clove_{artifact.lower().replace(' ', '')}")
             files += names
