@@ -106,7 +106,10 @@ def plot(s: dict, out: list[dict], folder) -> list[str]:
             rs = sorted((r for r in out if r["sweep"] == sweep and r["algorithm"] == label), key=lambda r: r["x"])
             key = "ari" if sweep == "unknown-k" else "misclustering"
             lo_clip = -1.0 if key == "ari" else 0.0  # t-intervals of bounded metrics, clipped to their range
-            band(ax, [r["x"] for r in rs], [r[f"{key}_mean"] for r in rs],
+            # coinciding curves (all three at 0) would hide each other: a small offset per algorithm along x
+            xs = sorted({r["x"] for r in out if r["sweep"] == sweep})
+            step = 0.015 * ((xs[-1] - xs[0]) or 1.0) * (ai - (len(ALGOS) - 1) / 2)
+            band(ax, [r["x"] + step for r in rs], [r[f"{key}_mean"] for r in rs],
                  [max(lo_clip, r[f"{key}_lo"]) for r in rs], [min(1.0, r[f"{key}_hi"]) for r in rs],
                  algo_colour(label), _label(label, sweep), marker(ai))
             if sweep == "init" and label != "SR-FCA":
@@ -122,7 +125,8 @@ def plot(s: dict, out: list[dict], folder) -> list[str]:
     g = s["gen"]
     fig.suptitle(f"SR-FCA vs IFCA vs CLoVE on the same instances: K = 3 (sweeps 1-2), {g['clients_per_cluster']} "
                  f"clients/cluster, n = {g['n']}, d = {g['d']}, σ = {g['sigma']};\nsynthetic mixed linear regression, "
-                 f"{s.get('size', '')} size, {s['trials']} trials/point", fontsize=9)
+                 f"{s.get('size', '')} size, {s['trials']} trials/point (curves offset slightly along x so that "
+                 "equal values stay visible)", fontsize=9)
     return save(fig, folder, "head_to_head")
 
 

@@ -29,7 +29,7 @@ from .netcommon import (
 from .published import claim, lookup
 from .registry import Context, Section, register
 from .runs import summarise_values
-from .style import algo_colour, grouped_bars, new_figure, save
+from .style import grouped_bars, marker, new_figure, palette, save
 from .verdicts import ordering_rows, seed_values
 
 SIM = [("MNIST (inverted)", "mnist", "inverted"), ("MNIST (rotated)", "mnist", "rotated"),
@@ -406,11 +406,14 @@ def table4(ctx: Context) -> Section:
     if table:
         fig, axes = new_figure(1, 1, width=6.4, height=4.0)
         ax = axes[0][0]
-        for ci, column in enumerate(dict.fromkeys(r["column"] for r in table)):
+        columns = [c for c in dict.fromkeys(r["column"] for r in table)
+                   if any(r["column"] == c and r["seeds"] > 0 for r in table)]
+        cols = palette(len(columns))
+        for ci, column in enumerate(columns):  # a column with no finished stage draws nothing and has no legend
             rs = [r for r in table if r["column"] == column and r["seeds"] > 0]
             ax.errorbar(range(len(rs)), [100 * r["accuracy_mean"] for r in rs],
-                        yerr=[100 * r["accuracy_std"] if r["seeds"] > 1 else 0 for r in rs], marker="o", capsize=3,
-                        label=f"SR-FCA, {column}", color=algo_colour("SR-FCA") if ci == 0 else None)
+                        yerr=[100 * r["accuracy_std"] if r["seeds"] > 1 else 0 for r in rs], marker=marker(ci),
+                        capsize=3, label=f"SR-FCA, {column}", color=cols[ci])
         ax.set_xticks(range(len(stages)))
         ax.set_xticklabels(stages, fontsize=8)
         ax.set_ylabel("test accuracy % (mean ± std)")
