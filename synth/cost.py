@@ -44,7 +44,11 @@ def memory_budget() -> int:
 
 
 def format_bytes(n: float) -> str:
-    """``n`` bytes as ``'1.5 GiB'``."""
+    """``n`` bytes as ``'1.5 GiB'`` (an int too large for a float, from a hostile size, reads ``'inf PiB'``)."""
+    try:
+        n = float(n)
+    except OverflowError:
+        n = math.inf
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if abs(n) < 1024 or unit == "PiB":
             return f"{n:.3g} {unit}" if unit != "B" else f"{int(n)} B"
@@ -54,6 +58,10 @@ def format_bytes(n: float) -> str:
 
 def format_seconds(s: float) -> str:
     """A duration in the largest sensible unit (s, min, h, days, years)."""
+    try:
+        s = float(s)
+    except OverflowError:
+        s = math.inf
     for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("h", 3600), ("min", 60)):
         if s >= size:
             return f"{s / size:.3g} {unit}"

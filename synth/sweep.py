@@ -75,6 +75,7 @@ __all__ = [
     "success_of",
 ]
 
+MAX_TRIALS = 10**9  # per point; a larger count is a typo, and its memory estimate would not fit a float
 SPEC_KEYS = ("name", "description", "seed", "trials", "fixed", "grid", "points", "algorithms", "success",
              "outputs")
 SUCCESS_KEYS = ("metric", "max", "min")
@@ -221,7 +222,7 @@ def parse_spec(raw: dict[str, Any], name: str = "sweep", text: str = "") -> Expe
     _unknown(raw, SPEC_KEYS, "the spec")
     if "trials" not in raw:
         raise ValueError("the spec must set trials (trials per point), an integer in [1, inf)")
-    trials = check_int("trials", raw["trials"], low=1)
+    trials = check_int("trials", raw["trials"], low=1, high=MAX_TRIALS)
     seed = check_int("seed", raw.get("seed", 0), low=0)
     name = str(raw.get("name", name))
     fixed = _table(raw, "fixed")

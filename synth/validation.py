@@ -62,7 +62,8 @@ def check_int(name: str, value: Any, *, low: int | None = None, high: int | None
             raise TypeError(f"{name} must be an integer, got {format_value(value)} of type {type(value).__name__}")
     value = int(value)
     if (low is not None and value < low) or (high is not None and value > high):
-        raise ValueError(f"{name} must be an integer in {format_interval(low, high, True, True)}, got {value}")
+        raise ValueError(f"{name} must be an integer in {format_interval(low, high, True, True)}, "
+                         f"got {format_value(value)}")
     return value
 
 

@@ -390,3 +390,15 @@ def test_every_public_entry_point_has_a_case_or_a_reason():
                 continue
             missing.append(full)
     assert not missing, f"public entry points without a bad-input case or exemption: {missing}"
+
+
+def test_huge_sizes_give_one_clear_line():
+    from synth.cost import format_bytes, format_seconds
+    from synth.sweep import parse_spec
+
+    # found by the spec fuzzer: 3.4e307 trials made the memory message overflow while formatting
+    assert format_bytes(10**400) == "inf PiB" and format_seconds(10**400) == "inf years"
+    for trials in (3.440818261867311e307, 10**400):
+        with pytest.raises(ValueError, match=r"trials must be an integer in \[1, 1e\+09\]") as err:
+            parse_spec({"name": "x", "trials": trials})
+        assert len(str(err.value)) < 200

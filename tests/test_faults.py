@@ -354,7 +354,7 @@ def test_run_with_huge_client_count_refused_with_estimate(capsys):
 
 
 @pytest.mark.parametrize("head", [
-    'trials = 1000000000000\n[fixed]\nK = 2\n',
+    'trials = 1000000000\n[fixed]\nK = 2\n',
     "trials = 2\n[grid]\n" + "\n".join(f"{k} = [{', '.join(str(1 + j) for j in range(10))}]"
                                        for k in ("sigma", "R", "n", "d", "rounds", "step_size", "K", "n_init")),
 ])

@@ -96,7 +96,7 @@ def test_points_list_and_defaults():
 @pytest.mark.parametrize("raw, match", [
     ({"trails": 3}, r"unknown key 'trails' in the spec \(did you mean 'trials'\?\)"),
     ({}, r"the spec must set trials .*\[1, inf\)"),
-    ({"trials": 0}, r"trials must be an integer in \[1, inf\), got 0"),
+    ({"trials": 0}, r"trials must be an integer in \[1, 1e\+09\], got 0"),
     ({"trials": 1, "grid": {"sigm": [0.1]}}, r"unknown parameter 'sigm' in \[grid\] \(did you mean 'sigma'\?\)"),
     ({"trials": 1, "fixed": {"seed": 3}}, r"seed in \[fixed\] is not allowed"),
     ({"trials": 1, "fixed": {"R": 1.0}, "grid": {"R": [1.0, 2.0]}}, r"'R' is set both in fixed and in grid"),
