@@ -223,6 +223,33 @@ class GLMBackend:
         return self.n_clients if clients is None else len(clients)
 
     # --------------------------------------------------------------- evaluation
+    def root_loss_lipschitz(self) -> np.ndarray | None:
+        """Per client ``s_i = sigma_max(X_i) / sqrt(n_i)``: ``|sqrt f_i(a) - sqrt f_i(b)| <= s_i ||a - b||``.
+
+        Holds for the unregularised squared loss ``f_i(theta) = ||X_i theta - y_i||^2 / n_i`` (triangle
+        inequality); ``None`` for other losses.  IFCA's convergence-aware stacks use it to certify that no
+        client can change its cluster identity while the models stay within their reach.  Computed once, from
+        the smaller of the two Gram matrices, padded by its rounding error bound.
+        """
+        if self.family != "linear" or self.reg != 0.0 or self.regime != "fixed":
+            return None
+        if getattr(self, "_root_lip", None) is None:
+            m, n_max, d = self.X.shape
+            top = np.empty(m)
+            step = max(1, int(2**27 // (self.X.itemsize * max(n_max, 1) * d)))  # bound each block's copy
+            for s in range(0, m, step):  # blocks of clients, not single clients
+                Xb = self.X[s:s + step]
+                gram = Xb @ Xb.transpose(0, 2, 1) if n_max <= d else Xb.transpose(0, 2, 1) @ Xb
+                top[s:s + step] = np.linalg.eigvalsh(gram.astype(np.float64))[:, -1]
+                # the Gram in the data's precision errs by at most gamma_p ||X_i||_F^2 in norm (p = the inner
+                # dimension, Higham Thm 3.5), eigvalsh by far less: a certified upper bound after the pad
+                p_inner = d if n_max <= d else n_max
+                u = np.finfo(self.X.dtype).eps / 2
+                frob = np.einsum("bnd,bnd->b", Xb, Xb, dtype=np.float64)
+                top[s:s + step] += 2 * p_inner * u / (1 - p_inner * u) * frob + 1e-12 * np.abs(top[s:s + step])
+            self._root_lip = np.sqrt(np.maximum(top, 0.0) / self.n_samples)
+        return self._root_lip
+
     def losses(self, models: np.ndarray, clients=None) -> np.ndarray:
         """Empirical loss of every (selected) client on every model: ``(c, M)`` float64."""
         models = self.from_numpy(models)

@@ -233,3 +233,57 @@ def test_verdict_bounds_hold_on_fig3_trial():
         assert conv["success_any_restart"] == fixed["success_any_restart"]
         assert conv["success_code_rule"] == fixed["success_code_rule"]
         assert conv["iterations"] < 6 * 300
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_root_loss_lipschitz_bounds_every_client(dtype):
+    """s_i = sigma_max(X_i) / sqrt(n_i), padded by its rounding bound: |sqrt f_i(a) - sqrt f_i(b)| <= s_i |a - b|."""
+    fed = MixedLinearRegression(K=2, clients_per_cluster=6, n=[15] * 6 + [40] * 6, d=25, sigma=0.3,
+                                dtype=dtype).sample(3)
+    be = fed.backend()
+    s = be.root_loss_lipschitz()
+    exact = np.array([np.linalg.norm(fed.X[i, :fed.n_samples[i]].astype(np.float64), 2) / np.sqrt(fed.n_samples[i])
+                      for i in range(fed.n_clients)])
+    assert np.all(s >= exact) and np.all(s <= exact * (1 + (1e-3 if dtype == np.float32 else 1e-9)))
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(2, 200, 25)) * rng.uniform(0.01, 3, size=(2, 200, 1))
+    root_a, root_b = np.sqrt(be.losses(a.astype(dtype))), np.sqrt(be.losses(b.astype(dtype)))
+    gap = np.linalg.norm(a.astype(dtype).astype(np.float64) - b.astype(dtype), axis=1)
+    assert np.all(np.abs(root_a - root_b) <= s[:, None] * gap[None] * (1 + 1e-4) + 1e-6)
+
+
+def test_root_loss_lipschitz_only_for_the_squared_loss():
+    from synth.federation import LogisticMixture
+
+    assert LogisticMixture(K=2, clients_per_cluster=3, n=10, d=4).sample(0).backend().root_loss_lipschitz() is None
+
+
+def test_identity_lock_certifies_that_no_identity_changes():
+    """Where the lock keeps a run's reach, no models within their balls change any client's identity."""
+    from synth.algorithms.ifca import _identity_lock
+
+    fed = MixedLinearRegression(K=3, clients_per_cluster=5, n=30, d=8, sigma=0.2, R=1.0).sample(4)
+    be, m, k, A = fed.backend(), fed.n_clients, 3, 4
+    rng = np.random.default_rng(1)
+    # run 0 sits at the truth; runs 1-3 at random models, of which some clients are near a tie
+    models = np.concatenate([fed.theta, rng.normal(size=(3 * k, 8)) * 0.5]).reshape(A, k, 8)
+    L = be.losses(models.reshape(A * k, 8)).reshape(m, A, k)
+    best = L.argmin(2)
+    step = np.full((A, k), 1e-3)
+    kept_any = dropped_any = False
+    for radius in (1e-3, 1e-2, 0.05, 0.2, 1.0):
+        reach = np.full((A, k), radius)
+        out = _identity_lock(reach, step, L, best, be.root_loss_lipschitz)
+        assert np.all((out == reach) | np.isinf(out))
+        for a in np.flatnonzero(np.isfinite(out[:, 0])):
+            kept_any = True
+            for _ in range(300):  # models anywhere in their balls (direction random, length up to the radius)
+                u = rng.normal(size=(k, 8))
+                u *= (rng.uniform(size=(k, 1)) ** 0.1) * (step[a, :, None] + reach[a, :, None]) / np.linalg.norm(
+                    u, axis=1, keepdims=True)
+                moved = be.losses(models[a] + u).argmin(1)
+                assert np.array_equal(moved, best[:, a])
+        dropped_any |= bool(np.isinf(out).any())
+    assert kept_any and dropped_any
+    # an infinite reach never certifies
+    assert np.isinf(_identity_lock(np.full((A, k), np.inf), step, L, best, be.root_loss_lipschitz)).all()
