@@ -57,7 +57,12 @@ def test_default_client_size_fits_the_embedded_digits():
     from nets.experiment import run_experiment
 
     rec = run_experiment({"dataset": "digits-label-skew-1", "algo": "global", "rounds": 1, "local_steps": 1})
-    assert 1 <= rec["n_per_client"] < 100
+    n = rec["n_per_client"]
+    # the lowered default is the largest n the class pools hold: n runs, n + 1 is refused
+    assert run_experiment({"dataset": "digits-label-skew-1", "algo": "global", "rounds": 1, "local_steps": 1,
+                           "n_per_client": n})["n_per_client"] == n
+    with pytest.raises(ValueError, match="pool has .* samples of class"):
+        run_experiment({"dataset": "digits-label-skew-1", "algo": "global", "rounds": 1, "n_per_client": n + 1})
     assert any(f"n_per_client lowered from its default 100 to {rec['n_per_client']}:" in n for n in rec["notes"])
     with pytest.raises(ValueError, match="pool has .* samples of class"):
         run_experiment({"dataset": "digits-label-skew-1", "algo": "global", "rounds": 1, "n_per_client": 100})
