@@ -235,6 +235,35 @@ def test_verdict_bounds_hold_on_fig3_trial():
         assert conv["iterations"] < 6 * 300
 
 
+def test_verdict_rules_are_decided_one_by_one():
+    """Each rule is met once some run's worst case meets it; a run leaves once no open rule needs it."""
+    from synth.experiment import IFCAVerdict
+
+    truths = np.array([[0.0, 0.0], [10.0, 0.0]])
+    near = truths + 0.01  # a run whose models sit next to the truths
+    far = truths + 3.0
+    models = np.stack([near, far])
+    small, wide = np.full((2, 2), 1e-3), np.full((2, 2), 5.0)
+    # sigma = 0.1: matched threshold 0.06, code threshold 0.061
+    v = IFCAVerdict(truths, 0.06, 0.061)
+    assert list(v(models, wide)) == [0, 0]  # both could still go either way
+    assert list(v(models, small)) == [1, 1]  # the near run meets both rules: the trial is decided
+    # the far run alone, with a small reach, can change nothing
+    assert list(IFCAVerdict(truths, 0.06, 0.061)(far[None], small[:1])) == [-1]
+    # sigma = 0: the matched rule (exact recovery) keeps no run; the code rule decides
+    v0 = IFCAVerdict(truths, 0.0, 0.001)
+    assert list(v0(np.stack([truths + 1e-4, far]), small * 0.1)) == [1, 1]
+    v0 = IFCAVerdict(truths, 0.0, 0.001)
+    assert list(v0(np.stack([truths + 1e-4, far]), small)) == [0, -1]
+    assert list(IFCAVerdict(truths, 0.0)(models, small)) == [1, 1]  # no rule to decide
+    # the code rule met (strict <) while the matched rule (<=) is not: runs that could meet it stay
+    v = IFCAVerdict(truths, 0.02, 0.05)
+    assert list(v(np.stack([truths + [0.03, 0.0], far]), np.zeros((2, 2)))) == [-1, -1]
+    v = IFCAVerdict(truths, 0.02, 0.05)
+    assert list(v(np.stack([truths + [0.035, 0.0], truths + [0.015, 0.0]]), np.full((2, 2), 0.01))) == [-1, 0]
+    assert v.matched_open and not v.code_open
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_root_loss_lipschitz_bounds_every_client(dtype):
     """s_i = sigma_max(X_i) / sqrt(n_i), padded by its rounding bound: |sqrt f_i(a) - sqrt f_i(b)| <= s_i |a - b|."""
