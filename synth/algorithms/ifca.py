@@ -28,7 +28,7 @@ that later passes compute only the runs still open:
   1e-4 < 0.001), so with a callback only its bounds end a run;
 * *settled*: an optional ``verdict`` callback says the run can no longer change
   the trial's verdict (e.g. it cannot reach the success threshold by round T);
-* *decided*: the callback says some run already guarantees the verdict, so the
+* *decided*: the callback says the trial's verdict is already known, so the
   whole stack stops.
 
 The callback's guarantees rest on the *reach* of each model, the furthest it
@@ -99,8 +99,8 @@ class IFCA(Estimator):
         participation and a fixed-data backend.
     tol : relative gradient norm of a run's fixed point, ``||G_t|| <= tol ||G_0||`` (``"converged"`` only).
     verdict : optional ``verdict(models (A, k, P), reach (A, k)) -> (A,)`` of -1 / 0 / +1 over the open runs
-        (``"converged"`` only): -1 = this run cannot change the trial's verdict (it leaves), +1 = this run
-        guarantees the verdict (every run stops), 0 = open.  ``reach`` is as in the module docstring (``inf``
+        (``"converged"`` only): -1 = this run cannot change the trial's verdict (it leaves), +1 = the trial's
+        verdict is known (every run stops), 0 = open.  ``reach`` is as in the module docstring (``inf``
         where no bound holds).
 
     Attributes
