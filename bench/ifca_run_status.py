@@ -35,11 +35,8 @@ def _runs(grid: str, cell: int, trial: int) -> dict:
     with threadpool_limits(limits=1):
         _, _, est, _ = experiment.fit_experiment(params)
     extra = est.result_.extra
-    steps = [float(s) for s in params["step_size"]]
-    # run r has step size steps[r % S] (IFCA stacks restarts init-major, step sizes inner)
     return {"grid": grid, "cell": cell, "trial": trial, "status": [str(s) for s in extra["run_status"]],
-            "rounds": [int(r) for r in extra["run_rounds"]],
-            "steps": [steps[r % len(steps)] for r in range(len(extra["run_rounds"]))]}
+            "rounds": [int(r) for r in extra["run_rounds"]], "steps": [float(g) for g in extra["run_step_sizes"]]}
 
 
 def main(argv=None) -> int:
@@ -47,7 +44,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sample", default="bench/results/ifca_projection_code_agreement.json",
                     help="a projection JSON (relative paths are to the repository root)")
     ap.add_argument("--n-jobs", type=int, default=2)
-    ap.add_argument("--json", default=str(ROOT / "bench" / "results" / "ifca_run_status.json"))
+    ap.add_argument("--json", default="bench/results/ifca_run_status.json",
+                    help="output JSON (relative paths are to the repository root)")
     args = ap.parse_args(argv)
     if args.n_jobs < 1:
         print("ifca_run_status.py: error: --n-jobs must be >= 1", file=sys.stderr)
@@ -68,7 +66,7 @@ def main(argv=None) -> int:
     for k, v in summary.items():
         print(f"{k:14s} {v['all']:8d} {v['all'] / total:6.1%}  " + "  ".join(
             f"{v.get(s, 0):10d}" for s in ("settled", "decided", "diverged", "max_rounds")))
-    Path(args.json).write_text(json.dumps({"command": "python bench/ifca_run_status.py", "sample": args.sample,
+    (ROOT / args.json).write_text(json.dumps({"command": "python bench/ifca_run_status.py", "sample": args.sample,
                                            "run_rounds": summary, "trials": runs}, indent=1))
     return 0
 

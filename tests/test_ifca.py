@@ -253,10 +253,14 @@ def test_verdict_rules_are_decided_one_by_one():
     # sigma = 0: the matched rule (exact recovery) keeps no run; the code rule decides
     v0 = IFCAVerdict(truths, 0.0, 0.001)
     assert list(v0(np.stack([truths + 1e-4, far]), small * 0.1)) == [1, 1]
+    # a run whose reach covers its distance to the truth (it could end at distance 0) no longer keeps the trial
+    # open once the code's rule is met
+    v0 = IFCAVerdict(truths, 0.0, 0.001)
+    assert list(v0(np.stack([truths + 1e-4, far]), small * 0.5)) == [1, 1]
     v0 = IFCAVerdict(truths, 0.0, 0.001)
     assert list(v0(np.stack([truths + 1e-4, far]), small)) == [0, -1]
     assert list(IFCAVerdict(truths, 0.0)(models, small)) == [1, 1]  # no rule to decide
-    # the code rule met (strict <) while the matched rule (<=) is not: runs that could meet it stay
+    # the code rule met while the matched rule is not: only runs that could still meet the matched rule stay
     v = IFCAVerdict(truths, 0.02, 0.05)
     assert list(v(np.stack([truths + [0.03, 0.0], far]), np.zeros((2, 2)))) == [-1, -1]
     v = IFCAVerdict(truths, 0.02, 0.05)
