@@ -250,6 +250,59 @@ class GLMBackend:
             self._root_lip = np.sqrt(np.maximum(top, 0.0) / self.n_samples)
         return self._root_lip
 
+    def root_loss_error(self, root: np.ndarray, model_norm: np.ndarray) -> np.ndarray | None:
+        """A bound on ``|computed sqrt f_i(theta) - exact sqrt f_i(theta)|`` for this backend's loss passes.
+
+        ``root`` ``(m, ...)`` are computed root losses, ``model_norm`` (broadcast to ``root``'s trailing axes)
+        the models' norms ``||theta||``.  Each score ``<x, theta>`` in the data's precision errs by at most
+        ``gamma_d ||x|| ||theta||`` (Higham Thm 3.5), the residual by ``u |y|`` more, and the sum of ``n``
+        squares by ``gamma_n`` relatively; by the triangle inequality in ``R^n`` the root loss errs by at most
+        ``gamma_d ||X_i||_F ||theta|| / sqrt(n_i) + u rms(y_i) + gamma_n sqrt f_i``.  ``None`` where
+        :meth:`root_loss_lipschitz` is.
+        """
+        if self.root_loss_lipschitz() is None:
+            return None
+        if getattr(self, "_rounding_terms", None) is None:
+            m, n_max, d = self.X.shape
+            u = np.finfo(self.dtype).eps / 2
+            fro, rms = np.empty(m), np.empty(m)
+            for s in range(0, m, self._block):  # blocks of clients, not single clients
+                e = s + self._block
+                fro[s:e] = np.sqrt(np.einsum("bnd,bnd->b", self.X[s:e], self.X[s:e], dtype=np.float64))
+                rms[s:e] = np.sqrt(np.einsum("bn,bn->b", self.y[s:e], self.y[s:e], dtype=np.float64))
+            root_n = np.sqrt(self.n_samples)
+            self._rounding_terms = (d * u / (1 - d * u) * fro / root_n, u * rms / root_n, 2 * n_max * u)
+        coef, offset, rel = self._rounding_terms
+        root = np.asarray(root, dtype=np.float64)
+        shape = (-1,) + (1,) * (root.ndim - 1)
+        # the relative error of the sum is gamma_n <= 2 n u; halved by the square root, doubled for slack
+        return coef.reshape(shape) * np.asarray(model_norm, dtype=np.float64) + offset.reshape(shape) + rel * root
+
+    def cluster_quadratics(self, labels: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(Q (g, P, P), q (g, P))`` float64 with ``sum_{i: labels_i = j} grad f_i(theta) = Q_j theta - q_j``.
+
+        For the squared loss ``f_i = ||X_i theta - y_i||^2 / n_i``: ``Q_j = sum 2 X_i^T X_i / n_i`` and
+        ``q_j = sum 2 X_i^T y_i / n_i`` over the clients of group ``j`` (IFCA's gradient step on a fixed
+        partition is then linear).  ``None`` where :meth:`root_loss_lipschitz` is.
+        """
+        if self.root_loss_lipschitz() is None:
+            return None
+        m, n_max, d = self.X.shape
+        labels = np.asarray(labels, dtype=np.int64)
+        Q = np.zeros((n_groups, d, d))
+        q = np.zeros((n_groups, d))
+        w = np.sqrt(2.0 / self.n_samples)
+        for s in range(0, m, self._block):  # blocks of clients, each group's rows in one product
+            e = min(s + self._block, m)
+            Xb = self.X[s:e].astype(np.float64) * w[s:e, None, None]
+            yb = self.y[s:e] * w[s:e, None]
+            lab = labels[s:e]
+            for j in np.unique(lab):  # loop over groups, not clients
+                rows = Xb[lab == j].reshape(-1, d)
+                Q[j] += rows.T @ rows
+                q[j] += rows.T @ yb[lab == j].reshape(-1)
+        return Q, q
+
     def losses(self, models: np.ndarray, clients=None) -> np.ndarray:
         """Empirical loss of every (selected) client on every model: ``(c, M)`` float64."""
         models = self.from_numpy(models)

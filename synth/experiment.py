@@ -526,7 +526,11 @@ def run_experiment(params: dict[str, Any], history: bool = False) -> dict[str, A
         errs = [metrics.param_error(mod, truths) if good else np.inf
                 for mod, good in zip(res.extra["models_all"], ok, strict=True)]
         record["param_error_best_restart"] = float(np.min(errs))
-        record["success_any_restart"] = bool(np.min(errs) <= p["success_factor"] * p["sigma"])
+        thr = p["success_factor"] * p["sigma"]
+        # at threshold 0 the rule asks for exact recovery, which gradient descent from a random start does not
+        # reach in finitely many rounds (IFCAVerdict): a computed distance of 0 says only that the models lie
+        # within rounding of the truth (the expansion in pairwise_distances clips below ~1e-8 ||theta||)
+        record["success_any_restart"] = bool(thr > 0 and np.min(errs) <= thr)
         if p["code_slack"] is not None:
             from .theta import pairwise_distances
 

@@ -5,6 +5,7 @@ import pytest
 
 from synth import metrics
 from synth.algorithms import IFCA, DivergenceError, GlobalModel, LocalModels, OneShotKMeans
+from synth.backend import GLMBackend
 from synth.federation import MixedLinearRegression
 from synth.init import ball_init
 
@@ -161,12 +162,32 @@ def test_converged_runs_match_fixed_protocol_where_they_stop(easy):
     fixed = IFCA(**kw).fit(be)
     conv = IFCA(stopping="converged", tol=1e-6, **kw).fit(be)
     rounds, status = conv.result_.extra["run_rounds"], conv.result_.extra["run_status"]
-    assert (status == "converged").all() and (rounds < 300).all()  # every run stops early at its fixed point
+    # every run stops early: at its fixed point, or where its remaining rounds have a closed form
+    assert set(status) <= {"converged", "solved"} and (rounds < 300).all()
     # at ||G_t|| <= 1e-6 ||G_0|| on a strongly convex quadratic the models are within ~1e-6 of the fixed ones
     np.testing.assert_allclose(conv.result_.extra["models_all"], fixed.result_.extra["models_all"], atol=1e-5)
     # several runs reach the same fixed point, so compare the selection criterion, not the (tied) argmin
     np.testing.assert_allclose(conv.result_.extra["run_losses"], fixed.result_.extra["run_losses"], rtol=1e-6)
     assert len(conv.history_.labels) == rounds[conv.result_.extra["best_run"]]
+
+
+def test_solved_runs_end_at_the_fixed_protocols_models():
+    """A run whose identities are certified fixed leaves with round T's models, computed in closed form."""
+    fed = MixedLinearRegression(K=2, clients_per_cluster=10, n=40, d=12, sigma=0.3, R=2.0).sample(3)
+    be = fed.backend()
+    inits = np.random.default_rng(5).binomial(1, 0.5, size=(4, 2, fed.dim)).astype(float)
+    kw = dict(n_clusters=2, n_rounds=200, step_size=[0.01, 0.1], init=inits, n_init=4, random_state=0)
+    fixed = IFCA(**kw).fit(be)
+    conv = IFCA(stopping="converged", tol=0.0, **kw).fit(be)
+    status, rounds = conv.result_.extra["run_status"], conv.result_.extra["run_rounds"]
+    solved = status == "solved"
+    # step 0.01 contracts by at most ~1 % a round: these runs are solved long before their models settle
+    assert solved.all() and (rounds[::2] <= 150).all()
+    err = np.abs(conv.result_.extra["models_all"] - fixed.result_.extra["models_all"]).max()
+    assert err < 1e-9
+    # one step more or fewer would be visible: the last step of a step-0.01 run is far above that
+    last = IFCA(**{**kw, "n_rounds": 199}).fit(be).result_.extra["models_all"]
+    assert np.abs(last - fixed.result_.extra["models_all"])[::2].max() > 1e-6
 
 
 def test_converged_drops_diverged_run_at_once(easy):
@@ -182,13 +203,13 @@ def test_converged_verdict_callback_decides_and_settles(easy):
     be = easy.backend()
     calls = []
 
-    def decide_at_5(models, reach):
+    def decide_at_2(models, reach):
         calls.append(len(models))
-        return np.full(len(models), 1 if len(calls) == 5 else 0)
+        return np.full(len(models), 1 if len(calls) == 2 else 0)
 
     est = IFCA(n_clusters=2, n_rounds=300, step_size=[0.01, 0.1], random_state=0, stopping="converged",
-               tol=0.0, verdict=decide_at_5).fit(be)
-    assert est.result_.extra["run_rounds"].tolist() == [5, 5]
+               tol=0.0, verdict=decide_at_2).fit(be)
+    assert est.result_.extra["run_rounds"].tolist() == [2, 2]
     assert set(est.result_.extra["run_status"]) == {"decided"}
 
     def drop_first(models, reach):
@@ -196,17 +217,24 @@ def test_converged_verdict_callback_decides_and_settles(easy):
 
     est = IFCA(n_clusters=2, n_rounds=40, step_size=[0.01, 0.1], random_state=0, stopping="converged",
                tol=0.0, verdict=drop_first).fit(be)
-    assert est.result_.extra["run_status"].tolist() == ["settled", "max_rounds"]
-    assert est.result_.extra["run_rounds"].tolist() == [1, 40]
+    status, rounds = est.result_.extra["run_status"], est.result_.extra["run_rounds"]
+    assert status[0] == "settled" and rounds[0] == 1
+    # the other run goes on: to round 40, or until its remaining rounds have a closed form
+    assert (status[1], rounds[1]) == ("max_rounds", 40) or (status[1] == "solved" and rounds[1] > 1)
 
     # with a callback the fixed-point rule ends no run: near a success threshold the gap between a fixed point
     # at tol and round T's models can flip the verdict (at full scale, sigma = 0: 0.005 against 1e-4 < 0.001)
     est = IFCA(n_clusters=2, n_rounds=300, step_size=[0.1, 0.5], random_state=0, stopping="converged", tol=1e-2,
                verdict=lambda models, reach: np.zeros(len(models), int)).fit(be)
-    assert est.result_.extra["run_status"].tolist() == ["max_rounds", "max_rounds"]
+    status = est.result_.extra["run_status"]
+    assert "converged" not in status and set(status) <= {"max_rounds", "solved"}
+    # a solved run holds round T's models, not its fixed point's
+    fixed = IFCA(n_clusters=2, n_rounds=300, step_size=[0.1, 0.5], random_state=0).fit(be)
+    np.testing.assert_allclose(est.result_.extra["models_all"], fixed.result_.extra["models_all"], atol=1e-9)
     without = IFCA(n_clusters=2, n_rounds=300, step_size=[0.1, 0.5], random_state=0, stopping="converged",
                    tol=1e-2).fit(be)
-    assert (without.result_.extra["run_status"] == "converged").all()
+    assert set(without.result_.extra["run_status"]) <= {"converged", "solved"}
+    assert (without.result_.extra["run_rounds"] < 300).all()
 
 
 @pytest.mark.parametrize("kw, match", [
@@ -285,6 +313,57 @@ def test_root_loss_lipschitz_bounds_every_client(dtype):
     assert np.all(np.abs(root_a - root_b) <= s[:, None] * gap[None] * (1 + 1e-4) + 1e-6)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_root_loss_error_bounds_the_computed_losses(dtype):
+    """The computed root losses (fused kernel and numpy path) lie within root_loss_error of float64 ones."""
+    fed = MixedLinearRegression(K=2, clients_per_cluster=6, n=[15] * 6 + [40] * 6, d=300, sigma=0.0,
+                                dtype=dtype).sample(3)
+    rng = np.random.default_rng(0)
+    models = np.concatenate([fed.theta + rng.normal(size=(2, 300)) * 1e-4, rng.normal(size=(6, 300)) * 3])
+    exact = np.sqrt(np.stack([((fed.X[i].astype(np.float64) @ models.astype(dtype).astype(np.float64).T
+                                - fed.y[i, :, None]) ** 2).sum(0) / fed.n_samples[i] for i in range(fed.n_clients)]))
+    for kernel in ("auto", "numpy"):
+        be = GLMBackend(fed, kernel=kernel)
+        computed = np.sqrt(be.losses(models.astype(dtype)))
+        bound = be.root_loss_error(computed, np.linalg.norm(models, axis=1))
+        assert np.all(np.abs(computed - exact) <= bound)
+        # small enough to certify with: a fraction of the root losses of the far models
+        assert np.median(bound[:, 2:]) < (0.05 if dtype == np.float32 else 1e-9) * np.median(computed[:, 2:])
+
+
+def test_cluster_quadratics_give_the_gradient_sums():
+    """sum_{i in S_j} grad f_i(theta) = Q_j theta - q_j for every group of a partition."""
+    fed = MixedLinearRegression(K=3, clients_per_cluster=4, n=[9] * 6 + [20] * 6, d=7, sigma=0.5).sample(1)
+    be = fed.backend()
+    labels = np.random.default_rng(2).integers(0, 3, fed.n_clients)
+    Q, q = be.cluster_quadratics(labels, 3)
+    theta = np.random.default_rng(3).normal(size=(3, 7))
+    G = be.weighted_gradients(theta, np.eye(3)[labels])
+    np.testing.assert_allclose(np.einsum("jpq,jq->jp", Q, theta) - q, G, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(Q, Q.transpose(0, 2, 1))
+
+
+def test_closed_form_needs_a_contracting_step_and_kept_identities():
+    """ClosedForm gives round T's models only where the step contracts every quadratic and no identity changes."""
+    from synth.algorithms.closed_form import ClosedForm
+
+    fed = MixedLinearRegression(K=2, clients_per_cluster=10, n=40, d=12, sigma=0.3, R=2.0).sample(3)
+    be = fed.backend()
+    cf = ClosedForm(be, 2, 100, be.root_loss_lipschitz(), be.root_loss_error)
+    labels = fed.labels
+    near = fed.theta + 0.01
+    # rent or buy: an unseen partition is computed once the runs asking for it have spent what it costs
+    n = int(np.ceil(cf.cost_ratio))
+    got = [cf.final_models(labels, near, 0.1, 50) for _ in range(n)]
+    assert all(g is None for g in got[:-1]) and got[-1] is not None and cf.partitions == 1
+    lam = max(np.linalg.eigvalsh(Q / fed.n_clients)[-1] for Q in be.cluster_quadratics(labels, 2)[0])
+    assert cf.final_models(labels, near, 0.9 * 2 / lam, 50) is not None
+    assert cf.final_models(labels, near, 1.1 * 2 / lam, 50) is None  # the step does not contract
+    far = fed.theta[::-1].copy()  # each model at the other cluster's truth: the identities would swap
+    assert cf.final_models(labels, far, 0.1, 50) is None
+    assert cf.partitions == 1
+
+
 def test_root_loss_lipschitz_only_for_the_squared_loss():
     from synth.federation import LogisticMixture
 
@@ -306,7 +385,7 @@ def test_identity_lock_certifies_that_no_identity_changes():
     kept_any = dropped_any = False
     for radius in (1e-3, 1e-2, 0.05, 0.2, 1.0):
         reach = np.full((A, k), radius)
-        out = _identity_lock(reach, step, L, best, be.root_loss_lipschitz)
+        out = _identity_lock(reach, step, L, best, be.root_loss_lipschitz())
         assert np.all((out == reach) | np.isinf(out))
         for a in np.flatnonzero(np.isfinite(out[:, 0])):
             kept_any = True
@@ -319,4 +398,4 @@ def test_identity_lock_certifies_that_no_identity_changes():
         dropped_any |= bool(np.isinf(out).any())
     assert kept_any and dropped_any
     # an infinite reach never certifies
-    assert np.isinf(_identity_lock(np.full((A, k), np.inf), step, L, best, be.root_loss_lipschitz)).all()
+    assert np.isinf(_identity_lock(np.full((A, k), np.inf), step, L, best, be.root_loss_lipschitz())).all()

@@ -26,6 +26,10 @@ that later passes compute only the runs still open:
   distance to round T's models can decide the verdict (at sigma = 0 a run
   stopped at tol = 1e-4 sat 0.005 from the truth, where round 300 reached
   1e-4 < 0.001), so with a callback only its bounds end a run;
+* *solved*: its identities can no longer change, so its remaining rounds are
+  gradient descent on fixed quadratics and round T's models are computed in
+  closed form (:mod:`synth.algorithms.closed_form`; squared loss only): the
+  run leaves with the models the fixed protocol would end with, to rounding;
 * *settled*: an optional ``verdict`` callback says the run can no longer change
   the trial's verdict (e.g. it cannot reach the success threshold by round T);
 * *decided*: the callback says the trial's verdict is already known, so the
@@ -53,6 +57,7 @@ import numpy as np
 
 from ..validation import check_random_state
 from .backend import ModelBackend
+from .closed_form import ClosedForm, identities_kept
 from .common import (
     DivergenceError,
     apply_round,
@@ -94,9 +99,9 @@ class IFCA(Estimator):
         this factor times its first-round value is marked diverged and frozen;
         if every run diverges, ``fit`` raises :class:`DivergenceError`.
     stopping : ``"fixed"`` (every run does all ``n_rounds`` iterations, IFCA Sec. VI-A's protocol; the
-        default) or ``"converged"`` (each run leaves the stack at its fixed point, when diverged, or when
-        ``verdict`` settles it; see the module docstring).  ``"converged"`` needs gradient averaging, full
-        participation and a fixed-data backend.
+        default) or ``"converged"`` (each run leaves the stack at its fixed point, when diverged, once its
+        remaining rounds have a closed form, or when ``verdict`` settles it; see the module docstring).
+        ``"converged"`` needs gradient averaging, full participation and a fixed-data backend.
     tol : relative gradient norm of a run's fixed point, ``||G_t|| <= tol ||G_0||`` (``"converged"`` only).
     verdict : optional ``verdict(models (A, k, P), reach (A, k)) -> (A,)`` of -1 / 0 / +1 over the open runs
         (``"converged"`` only): -1 = this run cannot change the trial's verdict (it leaves), +1 = the trial's
@@ -108,7 +113,7 @@ class IFCA(Estimator):
     labels_, models_, n_clusters_, history_, result_ : the selected run (lowest
         total loss ``sum_i min_j F_i(theta_j)`` over the restarts).  ``result_.extra`` holds every run's
         final models (``models_all``) and, with ``stopping="converged"``, ``run_rounds`` (iterations each
-        run did) and ``run_status`` (converged / diverged / settled / decided / max_rounds).
+        run did) and ``run_status`` (converged / diverged / solved / settled / decided / max_rounds).
     """
 
     _parameter_constraints = {
@@ -263,7 +268,11 @@ class IFCA(Estimator):
             return _one_hot_argmin(L, k, 1.0 / m)
 
         # per client, how fast its root loss can change with the model (None: no certificate, reach stays inf)
-        root_lip = getattr(backend, "root_loss_lipschitz", lambda: None)
+        lip = getattr(backend, "root_loss_lipschitz", lambda: None)()
+        closed = None
+        if lip is not None and getattr(backend, "cluster_quadratics", None) is not None:
+            closed = ClosedForm(backend, k, T, lip, getattr(backend, "root_loss_error", None))
+        held = np.zeros(R, dtype=np.int64)  # rounds each run's identities have not changed
 
         for t in range(T):
             with np.errstate(over="ignore", invalid="ignore"):
@@ -285,6 +294,8 @@ class IFCA(Estimator):
             rows = (runs[:, None] * k + np.arange(k)).ravel()
             if self.monitor is not None and (t % every == 0 or t == T - 1):
                 self._monitor(backend, models, labels_runs[t][runs], A, k, t, monitored, runs, R)
+            models_np = backend.to_numpy(models).reshape(A, k, -1)
+            held[runs] = np.where(stable, held[runs] + 1, 0)
             verdict = np.zeros(A, dtype=np.int64)
             if self.verdict is not None and (~bad).any():
                 # reach: the furthest each model can still move (module docstring); 0 once converged
@@ -292,26 +303,35 @@ class IFCA(Estimator):
                 step = (np.asarray(lr, dtype=np.float64) * gnorm).reshape(A, k)
                 reach = step * (T - 1 - t)
                 reach[~(stable & monotone)] = np.inf
-                reach = _identity_lock(reach, step, L.reshape(m, A, k), best, root_lip)
+                reach = _identity_lock(reach, step, L.reshape(m, A, k), best, lip)
                 ok = ~bad
-                verdict[ok] = np.asarray(self.verdict(backend.to_numpy(models).reshape(A, k, -1)[ok], reach[ok]),
-                                         dtype=np.int64)
+                verdict[ok] = np.asarray(self.verdict(models_np[ok], reach[ok]), dtype=np.int64)
+            solved = np.zeros(A, dtype=bool)
+            if closed is not None and t < T - 1 and not (verdict == 1).any():
+                # only runs the verdict still needs: one it has settled cannot change the outcome
+                wanted = ~bad & (held[runs] >= 2) & (verdict == 0)
+                solved = self._solve(closed, models_np, best, np.asarray(lr)[::k], wanted, T - 1 - t)
+                if solved.any() and self.verdict is not None:
+                    # round T's models, exactly: reach 0
+                    again = np.asarray(self.verdict(models_np[solved], np.zeros((int(solved.sum()), k))))
+                    if (again == 1).any():
+                        verdict[:] = 1
             prev_g[rows] = gnorm
             if self.verdict is not None:
                 # a run at its fixed point may still be some distance from where round T would put it (at
                 # sigma = 0 that gap exceeds the code's 0.001 threshold): with a verdict, only the verdict's
                 # reach-based bounds may end a run that has not diverged
                 converged[:] = False
-            leave = bad | converged | (verdict == -1)
+            leave = bad | converged | solved | (verdict == -1)
             if (verdict == 1).any():
                 leave[:] = True
             if leave.any():
-                models_np = backend.to_numpy(models).reshape(A, k, -1)
                 final.reshape(R, k, -1)[runs[leave]] = models_np[leave]
                 rounds[runs[leave]] = t + 1
                 diverged[runs[bad]] = True
                 status[runs[leave]] = np.where(bad[leave], "diverged", np.where(
-                    converged[leave], "converged", np.where(verdict[leave] == -1, "settled", "decided")))
+                    converged[leave], "converged", np.where(solved[leave], "solved", np.where(
+                        verdict[leave] == -1, "settled", "decided"))))
                 keep = ~leave
                 keep_rows = np.repeat(keep, k)
                 runs = runs[keep]
@@ -323,6 +343,17 @@ class IFCA(Estimator):
             final.reshape(R, k, -1)[runs] = backend.to_numpy(models).reshape(len(runs), k, -1)
         extra = {"run_rounds": rounds, "run_status": status.astype(str)}
         return _as_stack(backend, final), diverged, extra
+
+    @staticmethod
+    def _solve(closed: ClosedForm, models: np.ndarray, best: np.ndarray, gammas: np.ndarray, wanted: np.ndarray,
+               steps: int) -> np.ndarray:
+        """Runs whose round-T models :class:`ClosedForm` gives now; their ``models`` ``(A, k, P)`` are replaced."""
+        solved = np.zeros(len(models), dtype=bool)
+        for a in np.flatnonzero(wanted):  # loop over runs, not clients
+            out = closed.final_models(best[:, a], models[a], float(gammas[a]), steps)
+            if out is not None:
+                models[a], solved[a] = out, True
+        return solved
 
     def _round(self, grad_view, backend, models, W, lr, R, k, clients):
         if self.averaging == "gradient":
@@ -365,30 +396,22 @@ def _as_stack(backend, final: np.ndarray):
         return backend.from_numpy(final)
 
 
-def _identity_lock(reach: np.ndarray, step: np.ndarray, L: np.ndarray, best: np.ndarray, root_lip) -> np.ndarray:
+def _identity_lock(reach: np.ndarray, step: np.ndarray, L: np.ndarray, best: np.ndarray, lip) -> np.ndarray:
     """``reach`` where no client can change its cluster identity while every model stays within it, else ``inf``.
 
     The reach bound (module docstring) assumes the identities stay fixed.  They do while, for every client ``i``
     and model ``j`` other than its chosen ``b``, ``sqrt f_i(theta_b) + s_i r_b < sqrt f_i(theta_j) - s_i r_j``
     with ``r = step + reach`` (the losses ``L`` are those of the models before this round's step of length
-    ``step``, and ``|sqrt f_i(a) - sqrt f_i(b)| <= s_i ||a - b||`` for the squared loss): the first change of
-    identity would need some model to have left its ball first.  ``root_lip()`` gives ``s_i`` (or ``None``).
+    ``step``; :func:`~synth.algorithms.closed_form.identities_kept`): the first change of identity would need some
+    model to have left its ball first.  ``lip`` gives ``s_i`` (or ``None``: no certificate).
     """
     finite = np.isfinite(reach).any(1)
     if not finite.any():
         return reach
-    s = root_lip()
-    if s is None:
+    if lip is None:
         return np.full_like(reach, np.inf)
-    m, A, k = L.shape
-    r = step + reach  # (A, k)
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore"):
         root = np.sqrt(np.maximum(L, 0.0))
-        low = root - s[:, None, None] * r[None]  # smallest root loss model j can reach, (m, A, k)
-        chosen = np.take_along_axis(root + s[:, None, None] * r[None], best[:, :, None], 2)  # (m, A, 1)
-        margin = low - chosen
-    np.put_along_axis(margin, best[:, :, None], np.inf, 2)
-    locked = (margin > 0).all(axis=(0, 2))  # NaN (an infinite reach) never certifies
     out = reach.copy()
-    out[~locked] = np.inf
+    out[~identities_kept(root, best, lip, step + reach)] = np.inf
     return out
