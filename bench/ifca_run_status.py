@@ -5,9 +5,9 @@
                                     [--json OUT]
 
 Reruns the converged protocol (the specs' own, float32) on every data seed of a projection sample
-(``bench/ifca_projection.py``'s JSON: grid, cell, trial) and sums each run's rounds by how it ended -- settled
-(the verdict's bounds), decided (the trial's verdict known), diverged, or max_rounds (all 300) -- per grid and
-step size.  Iteration counts are deterministic; nothing here is timed.
+(``bench/ifca_projection.py``'s JSON: grid, cell, trial) and sums each run's rounds by how it ended -- solved
+(round 300's models in closed form), settled (the verdict's bounds), decided (the trial's verdict known),
+diverged, or max_rounds (all 300) -- per grid and step size.  Iteration counts are deterministic; nothing here is timed.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+ENDS = ("solved", "settled", "decided", "diverged", "max_rounds")
 
 
 def _runs(grid: str, cell: int, trial: int) -> dict:
@@ -62,10 +63,10 @@ def main(argv=None) -> int:
     summary = {k: dict(v) for k, v in sorted(table.items())}
     total = sum(v["all"] for v in summary.values())
     print(f"{'grid, step':14s} {'all':>8s} {'share':>6s}  " + "  ".join(
-        f"{s:>10s}" for s in ("settled", "decided", "diverged", "max_rounds")))
+        f"{s:>10s}" for s in ENDS))
     for k, v in summary.items():
         print(f"{k:14s} {v['all']:8d} {v['all'] / total:6.1%}  " + "  ".join(
-            f"{v.get(s, 0):10d}" for s in ("settled", "decided", "diverged", "max_rounds")))
+            f"{v.get(s, 0):10d}" for s in ENDS))
     (ROOT / args.json).write_text(json.dumps({"command": "python bench/ifca_run_status.py", "sample": args.sample,
                                            "run_rounds": summary, "trials": runs}, indent=1))
     return 0
