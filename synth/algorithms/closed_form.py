@@ -83,10 +83,13 @@ class ClosedForm:
             entry["V"].append(V)
             entry["hat"][j] = V @ ((V.T @ c[j]) / w)
         if entry is not None:
-            hat = entry["hat"]
+            # the losses are taken at theta_hat as the backend holds models (float32 data: rounded to float32);
+            # the balls around that point are widened by the rounding, so they hold those around theta_hat
+            held = self.backend.to_numpy(self.backend.from_numpy(entry["hat"]))
             with np.errstate(invalid="ignore"):
-                entry["root"] = np.sqrt(np.maximum(self.backend.losses(hat), 0.0))  # (m, g)
-            entry["norm"] = np.linalg.norm(hat, axis=1)
+                entry["root"] = np.sqrt(np.maximum(self.backend.losses(held), 0.0))  # (m, g)
+            entry["norm"] = np.linalg.norm(held, axis=1)
+            entry["gap"] = np.linalg.norm(held - entry["hat"], axis=1)
         self._cache[key] = entry
         return entry
 
@@ -109,15 +112,17 @@ class ClosedForm:
         center = models.copy()
         group_of = np.full(k, -1)
         group_of[group_label] = np.arange(len(group_label))
-        for j in np.flatnonzero(group_of >= 0):
+        own = group_of >= 0
+        for j in np.flatnonzero(own):
             w, pad = entry["w"][group_of[j]]
             if gamma * (w[-1] + pad) > 2:  # the step does not contract: the distance to theta_hat may grow
                 return None
             center[j] = entry["hat"][group_of[j]]
         radius = np.linalg.norm(models - center, axis=1)
+        radius[own] += entry["gap"][group_of[own]]
         root = np.empty((self.backend.n_clients, k))
         norms = np.linalg.norm(center, axis=1)
-        own = group_of >= 0
+        norms[own] = entry["norm"][group_of[own]]
         root[:, own] = entry["root"][:, group_of[own]]
         for j in np.flatnonzero(~own):  # a model without clients gets no gradient: it stays where it is
             root[:, j] = self._root_at(models[j])
