@@ -362,6 +362,13 @@ def test_closed_form_needs_a_contracting_step_and_kept_identities():
     far = fed.theta[::-1].copy()  # each model at the other cluster's truth: the identities would swap
     assert cf.final_models(labels, far, 0.1, 50) is None
     assert cf.partitions == 1
+    # the cache holds at most MAX_BYTES of eigenvectors: the oldest partition makes room and is computed again
+    cf.MAX_BYTES, cf.cost_ratio = 2 * fed.dim**2 * 8, 0
+    other = labels.copy()
+    other[0] = 1 - other[0]
+    cf.final_models(other, near, 0.1, 50)
+    assert cf.partitions == 2 and len([e for e in cf._cache.values() if e]) == 1
+    assert cf.final_models(labels, near, 0.1, 50) is not None and cf.partitions == 3
 
 
 def test_root_loss_lipschitz_only_for_the_squared_loss():

@@ -30,6 +30,13 @@ class ClosedForm:
     verdict comes soon anyway never pays for it.
     """
 
+    # k Gram matrices of P x P float64 (and their eigenvectors) per partition held at once: above this, no closed form
+    MAX_BYTES = 2**28
+
+    @classmethod
+    def fits(cls, k: int, n_params: int) -> bool:
+        return 2 * k * n_params * n_params * 8 <= cls.MAX_BYTES
+
     def __init__(self, backend, k: int, n_rounds: int, lip: np.ndarray, error):
         self.backend, self.k, self.T, self.lip, self.error = backend, k, n_rounds, lip, error
         m, d = backend.n_clients, backend.n_params
@@ -91,6 +98,11 @@ class ClosedForm:
             entry["norm"] = np.linalg.norm(held, axis=1)
             entry["gap"] = np.linalg.norm(held - entry["hat"], axis=1)
         self._cache[key] = entry
+        # the oldest partitions make room (they are computed again if runs come back to them)
+        while sum(len(e["V"]) for e in self._cache.values() if e) * H.shape[1] ** 2 * 8 > self.MAX_BYTES:
+            old = next(k for k, e in self._cache.items() if e)
+            del self._cache[old]
+            self._spent[old] = 0
         return entry
 
     def final_models(self, labels: np.ndarray, models: np.ndarray, gamma: float, steps: int) -> np.ndarray | None:

@@ -270,7 +270,8 @@ class IFCA(Estimator):
         # per client, how fast its root loss can change with the model (None: no certificate, reach stays inf)
         lip = getattr(backend, "root_loss_lipschitz", lambda: None)()
         closed = None
-        if lip is not None and getattr(backend, "cluster_quadratics", None) is not None:
+        if (lip is not None and getattr(backend, "cluster_quadratics", None) is not None
+                and ClosedForm.fits(k, backend.n_params)):
             closed = ClosedForm(backend, k, T, lip, getattr(backend, "root_loss_error", None))
         held = np.zeros(R, dtype=np.int64)  # rounds each run's identities have not changed
 
