@@ -237,7 +237,8 @@ def _fig3_store_rows(st: dict, panel: str) -> list[Row]:
              f"{p0['n_init']} initialisations x step sizes {p0['step_size']}, {p0['rounds']} iterations, "
              f"{p0.get('dtype', 'float64')}, stopping = {p0.get('stopping', 'fixed')}")
     # judged by the stored spec's own success rule (the public code's closest-truth rule in its code-theta* grids)
-    metric = str(((st["meta"].get("spec") or {}).get("success") or {}).get("metric", "success_any_restart"))
+    metric = ((st["meta"].get("spec") or {}).get("success") or {}).get("metric", "success_any_restart")
+    metric = str(metric[0] if isinstance(metric, list) and metric else metric)  # specs hold a list of keys
     rule = "code" if metric == "success_code_rule" else "matched"
     out = compare_fig3(panel, axis, rows, prefix=f"IFCA Fig. 3({panel}) [{st['folder']}]: ", rule=rule)
     note = (f"{scale}; success judged by `{metric}`, the spec's rule; store `figures/measured/{st['folder']}/store`; "
