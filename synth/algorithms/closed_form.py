@@ -79,10 +79,12 @@ class ClosedForm:
         m = self.backend.n_clients
         H, c = Q / m, q / m
         entry: dict | None = {"w": [], "V": [], "hat": np.empty((g, H.shape[1]))}
+        rows = int(np.sum(self.backend.n_samples))
         for j in range(g):  # loop over groups
             w, V = np.linalg.eigh(H[j])
-            # H's rounding (float64 Gram of the data, then eigh) moves its eigenvalues by far less than this pad
-            pad = 64 * np.finfo(np.float64).eps * (np.abs(w).sum() + H.shape[1] * np.abs(w).max())
+            # the float64 Gram errs by at most gamma_N trace(H) in Frobenius norm (N rows, Higham Thm 3.5; the
+            # trace of a PSD matrix bounds its Frobenius norm), eigh by O(d eps ||H||): a bound on each eigenvalue
+            pad = (rows + 2 * H.shape[1]) * np.finfo(np.float64).eps * np.abs(w).sum()
             if not w[0] > pad:  # singular: no unique minimiser, no closed form
                 entry = None
                 break
