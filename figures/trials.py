@@ -63,7 +63,7 @@ def ifca_fig3_trial(params: dict[str, Any], seed: int) -> dict[str, Any]:
     closest = np.array([closest_truth_distance(mod, truths) if good else np.inf
                         for mod, good in zip(runs, ok, strict=True)])
     threshold = p["success_factor"] * p["sigma"]
-    s_matched = bool(matched.min() <= threshold)
+    s_matched = metrics.restart_success(matched, threshold)
     slack = 0.001 if p.get("code_slack") is None else p["code_slack"]  # the public code's R-noise grids: 0.001
     s_code = bool(closest.min() < threshold + slack)
     return {

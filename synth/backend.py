@@ -223,6 +223,10 @@ class GLMBackend:
         return self.n_clients if clients is None else len(clients)
 
     # --------------------------------------------------------------- evaluation
+    def _fixed_squared_loss(self) -> bool:
+        # the unregularised squared loss on data fixed across rounds: what the root-loss bounds assume
+        return self.family == "linear" and self.reg == 0.0 and self.regime == "fixed"
+
     def root_loss_lipschitz(self) -> np.ndarray | None:
         """Per client ``s_i = sigma_max(X_i) / sqrt(n_i)``: ``|sqrt f_i(a) - sqrt f_i(b)| <= s_i ||a - b||``.
 
@@ -231,7 +235,7 @@ class GLMBackend:
         client can change its cluster identity while the models stay within their reach.  Computed once, from
         the smaller of the two Gram matrices, padded by its rounding error bound.
         """
-        if self.family != "linear" or self.reg != 0.0 or self.regime != "fixed":
+        if not self._fixed_squared_loss():
             return None
         if getattr(self, "_root_lip", None) is None:
             m, n_max, d = self.X.shape
@@ -260,7 +264,7 @@ class GLMBackend:
         ``gamma_d ||X_i||_F ||theta|| / sqrt(n_i) + u rms(y_i) + gamma_n sqrt f_i``.  ``None`` where
         :meth:`root_loss_lipschitz` is.
         """
-        if self.root_loss_lipschitz() is None:
+        if not self._fixed_squared_loss():
             return None
         if getattr(self, "_rounding_terms", None) is None:
             m, n_max, d = self.X.shape
@@ -285,7 +289,7 @@ class GLMBackend:
         ``q_j = sum 2 X_i^T y_i / n_i`` over the clients of group ``j`` (IFCA's gradient step on a fixed
         partition is then linear).  ``None`` where :meth:`root_loss_lipschitz` is.
         """
-        if self.root_loss_lipschitz() is None:
+        if not self._fixed_squared_loss():
             return None
         m, n_max, d = self.X.shape
         labels = np.asarray(labels, dtype=np.int64)

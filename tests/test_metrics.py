@@ -100,3 +100,11 @@ def test_assignment_equals_scipy_and_ari_equals_sklearn():
         a, b = rng.integers(0, rng.integers(1, 6), (2, rng.integers(1, 40)))
         assert _adjusted_rand_score(a, b) == pytest.approx(adjusted_rand_score(a, b), abs=1e-12)
         assert _adjusted_rand_score(a, a) == 1.0
+
+
+def test_restart_success_is_the_dist_rule_and_fails_at_threshold_zero():
+    """dist <= threshold over restarts (inclusive); at threshold 0 (exact recovery) a computed 0 does not pass."""
+    assert metrics.restart_success([0.3, 0.06], 0.06) and not metrics.restart_success([0.3, 0.0601], 0.06)
+    assert not metrics.restart_success([0.0, 1.0], 0.0)
+    with pytest.raises(ValueError, match="threshold"):
+        metrics.restart_success([0.1], -0.1)

@@ -42,8 +42,8 @@ class ClosedForm:
         m, d = backend.n_clients, backend.n_params
         n_mean = float(np.mean(backend.n_samples))
         # a float64 Gram (2 m n d^2) and one eigendecomposition (~10 d^3) per group against one round of one
-        # run (k + 1 products of the data with a model), at equal rates: measured on the 2-core EPYC at
-        # d = 1000 (m, n, k) = (100, 100, 2) 495 rounds (formula 667), (800, 200, 4) 263 (formula 225)
+        # run (k + 1 products of the data with a model), at equal rates; `python bench/ifca_closed_form_cost.py`
+        # measures both (bench/results/ifca_closed_form_cost.json: the formula is 1.2-1.3x the measured ratio)
         self.cost_ratio = (2 * m * n_mean * d * d + 10 * k * d**3) / (2 * m * n_mean * d * (k + 1))
         self._spent: dict[bytes, int] = {}
         self._cache: dict[bytes, dict | None] = {}
