@@ -181,7 +181,11 @@ def restart_success(dists, threshold: float) -> bool:
     The rule is then failed.
     """
     threshold = check_real("threshold", threshold, low=0.0)
-    return bool(threshold > 0 and np.min(dists) <= threshold)
+    # a diverged run's distance is +inf (it never passes)
+    dists = check_array("dists", dists, ndim=1, finite=False, nonnegative=True)
+    if not len(dists):
+        raise ValueError("dists must hold one distance per restart, got none")
+    return bool(threshold > 0 and dists.min() <= threshold)
 
 
 def assignment(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -105,6 +105,7 @@ CASES = [
     ("synth.metrics.cluster_labels", lambda f, b: metrics.cluster_labels([0.5], [0]), "labels_pred"),
     ("synth.metrics.param_error", lambda f, b: metrics.param_error(np.ones((2, 4)), f.theta), "models must have"),
     ("synth.metrics.ifca_success", lambda f, b: metrics.ifca_success(f.theta, f.theta, -1.0), "sigma must be"),
+    ("synth.metrics.restart_success", lambda f, b: metrics.restart_success([], 0.1), "dists must hold"),
     # estimators
     ("synth.algorithms.IFCA", lambda f, b: IFCA(n_clusters=-1).fit(b), "n_clusters must be"),
     ("synth.algorithms.SRFCA", lambda f, b: SRFCA(threshold=-1.0).fit(b), "threshold must be"),

@@ -106,5 +106,8 @@ def test_restart_success_is_the_dist_rule_and_fails_at_threshold_zero():
     """dist <= threshold over restarts (inclusive); at threshold 0 (exact recovery) a computed 0 does not pass."""
     assert metrics.restart_success([0.3, 0.06], 0.06) and not metrics.restart_success([0.3, 0.0601], 0.06)
     assert not metrics.restart_success([0.0, 1.0], 0.0)
+    assert not metrics.restart_success([np.inf], 1.0)  # a diverged run
     with pytest.raises(ValueError, match="threshold"):
         metrics.restart_success([0.1], -0.1)
+    with pytest.raises(ValueError, match="dists"):
+        metrics.restart_success([-0.1], 0.1)
