@@ -4,7 +4,9 @@ A run that would exhaust the machine's memory is refused with the estimate in th
 killed by the kernel after minutes (or hours) of work.  The estimates are deliberately simple upper-level
 counts of the arrays an experiment allocates (data, per-client losses against every model, per-round
 histories, pairwise client distances) and of the records a Monte Carlo run keeps; the time estimate is a
-floating-point operation count at a nominal rate, good to an order of magnitude, and only reported.
+floating-point operation count at a rate measured for the data's precision, good to an order of magnitude, and
+only reported.  With ``stopping = "converged"`` a run ends once its result is known, so the estimate, which
+counts every round, is an upper bound.
 """
 
 from __future__ import annotations
@@ -17,8 +19,12 @@ from typing import Any
 __all__ = ["ResourceError", "check_experiment", "check_memory", "experiment_cost", "format_bytes", "format_seconds",
            "memory_budget", "record_bytes"]
 
-# nominal sustained rate of one core on the vectorised numpy code, for the order-of-magnitude time estimate
-FLOPS_PER_SECOND = 2e9
+# Sustained rate of one core on IFCA's data passes, in the operations :func:`experiment_cost` counts, for the
+# order-of-magnitude time estimate.  Measured on the 2-core EPYC: float32, d = 1000, the fixed 300 rounds of
+# the Fig. 3 sample (bench/results/ifca_projection_code_agreement.json, "fixed"): 45-69 GFLOP/s, median 61;
+# float64, d = 100 (synth/specs/ifca_fig3a_small.toml): 10-21 GFLOP/s.  Small problems run below these rates
+# (fixed costs per trial), and SR-FCA's tiny specs far below, but finish in well under a second a trial.
+FLOPS_PER_SECOND = {"float32": 5e10, "float64": 2e10}
 # Python objects of one stored trial record: the record dict, its params dict (one entry per parameter) and a
 # result dict of a few dozen numbers (measured with tracemalloc on synth sweep records: ~4 KiB at 60 parameters)
 RECORD_BASE_BYTES = 1500
@@ -85,12 +91,14 @@ def _largest(value: Any) -> int:
 
 
 def experiment_cost(p: Mapping[str, Any]) -> dict[str, float]:
-    """Estimated peak memory (bytes) and floating-point work of one synthetic experiment (validated params).
+    """Estimated peak memory (bytes), floating-point work and time of one synthetic experiment (validated params).
 
     Counts the federation (features drawn and stored, responses, noise, scores, client optima, Sigma and its
     Cholesky factor, per-client integer arrays), the models stacked over restarts, the per-client losses and
     assignment weights against every model, per-client local models and pairwise distances (SR-FCA, one-shot,
-    CFL, CLoVE), and the per-round label history.
+    CFL, CLoVE), and the per-round label history.  ``seconds`` is the work at :data:`FLOPS_PER_SECOND` for the
+    data's precision; ``early_stop`` says the runs stop once their result is known (the time is then at most
+    that).
     """
     K = int(p["K"])
     m = _total(p["clients_per_cluster"], K)
@@ -113,7 +121,9 @@ def experiment_cost(p: Mapping[str, Any]) -> dict[str, float]:
     flops = rounds * restarts * (2.0 * m * n * d * (k + 1)) + 2.0 * m * n * d
     if algo in ("srfca", "oneshot-ifca", "cfl"):
         flops += 2.0 * m * m * d
-    return {"memory": data + working + history, "flops": flops, "clients": m, "models": models}
+    rate = FLOPS_PER_SECOND["float32" if p.get("dtype") == "float32" else "float64"]
+    return {"memory": data + working + history, "flops": flops, "seconds": flops / rate, "clients": m,
+            "models": models, "early_stop": p.get("stopping") == "converged"}
 
 
 def check_memory(need: float, what: str, *, seconds: float | None = None, hint: str = "") -> None:
@@ -130,6 +140,6 @@ def check_experiment(p: Mapping[str, Any]) -> dict[str, float]:
     """:func:`experiment_cost` of validated params, refused (ResourceError) beyond the memory budget."""
     cost = experiment_cost(p)
     check_memory(cost["memory"], f"one experiment ({cost['clients']} clients, n={_largest(p['n'])}, d={p['d']}, "
-                 f"{cost['models']} models, {p.get('rounds')} rounds)", seconds=cost["flops"] / FLOPS_PER_SECOND,
+                 f"{cost['models']} models, {p.get('rounds')} rounds)", seconds=cost["seconds"],
                  hint="reduce K, clients_per_cluster, n, d, n_clusters, n_init or rounds")
     return cost

@@ -541,10 +541,11 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, n_jobs: int = 1, backend: str
 def sweep_cost(spec: SweepSpec, n_jobs: int = 1) -> dict[str, Any]:
     """Up-front estimate of a sweep: peak memory (every record plus the largest trial on each worker) and time.
 
-    The time is a floating-point operation count at a nominal rate (:data:`synth.cost.FLOPS_PER_SECOND`), good
-    to an order of magnitude; ``what`` describes the request for messages.
+    The time is a floating-point operation count at a measured rate (:data:`synth.cost.FLOPS_PER_SECOND`), good
+    to an order of magnitude, and an upper bound (``early_stop``) where the runs stop once their result is known;
+    ``what`` describes the request for messages.
     """
-    from .cost import FLOPS_PER_SECOND, experiment_cost, record_bytes
+    from .cost import experiment_cost, record_bytes
 
     costs = [experiment_cost(p) for p in spec.points]
     trial_bytes = max(c["memory"] for c in costs) * (2 if spec.history else 1)
@@ -552,7 +553,8 @@ def sweep_cost(spec: SweepSpec, n_jobs: int = 1) -> dict[str, Any]:
     cores = max(1, min(workers, os.cpu_count() or 1))
     total = len(spec.points) * spec.trials
     return {"memory": total * record_bytes(spec.points[0]) + workers * trial_bytes, "trial_bytes": trial_bytes,
-            "seconds": spec.trials * sum(c["flops"] for c in costs) / FLOPS_PER_SECOND / cores, "trials": total,
+            "seconds": spec.trials * sum(c["seconds"] for c in costs) / cores, "trials": total,
+            "early_stop": any(c["early_stop"] for c in costs),
             "what": f"sweep {spec.name!r} ({len(spec.points)} points x {spec.trials} trials = {total} trials, the "
                     f"largest trial about {trial_bytes / 2**20:.3g} MiB on each of {workers} worker(s))"}
 
@@ -595,8 +597,11 @@ def _run(args: argparse.Namespace) -> int:
     from .cost import format_bytes, format_seconds
 
     cost = sweep_cost(spec, args.n_jobs)
-    print(f"{spec.name}: {cost['trials']} trials; estimated peak memory {format_bytes(cost['memory'])}, roughly "
-          f"{format_seconds(cost['seconds'])} of computing (an order-of-magnitude estimate)", flush=True)
+    eta = (f"at most roughly {format_seconds(cost['seconds'])} of computing (runs stop once their result is known; "
+           f"an order-of-magnitude bound)") if cost["early_stop"] else (
+        f"roughly {format_seconds(cost['seconds'])} of computing (an order-of-magnitude estimate)")
+    print(f"{spec.name}: {cost['trials']} trials; estimated peak memory {format_bytes(cost['memory'])}, {eta}",
+          flush=True)
     records = run_sweep(spec, args.out, n_jobs=args.n_jobs, backend=args.backend, scheduler=args.scheduler,
                         resume=args.resume, progress=args.progress)
     failed = sum(r["status"] != "ok" for r in records)

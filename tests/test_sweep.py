@@ -137,6 +137,24 @@ def test_shipped_specs_are_valid():
     assert fig3a.success["metric"] == ["success_any_restart"] and fig3a.varying == ["R", "sigma"]
 
 
+
+def test_time_estimate_uses_the_data_precision_and_bounds_early_stopping(tmp_path):
+    from synth.cost import FLOPS_PER_SECOND
+    from synth.sweep import sweep_cost
+
+    full = load_spec(SPECS / "ifca_fig3a_full_code.toml")
+    cost = sweep_cost(full, 2)
+    assert cost["early_stop"]  # stopping = "converged": the estimate counts every round, an upper bound
+    as64 = load_spec(_spec(tmp_path, SPECS.joinpath("ifca_fig3a_full_code.toml").read_text().replace(
+        'dtype = "float32"', 'dtype = "float64"').replace('stopping = "converged"', 'stopping = "fixed"')))
+    cost64 = sweep_cost(as64, 2)
+    assert not cost64["early_stop"]
+    assert cost64["seconds"] == pytest.approx(
+        cost["seconds"] * FLOPS_PER_SECOND["float32"] / FLOPS_PER_SECOND["float64"], rel=1e-12)
+    # the fixed 300 rounds of grid (a) in float32 on 2 cores: an hour, not days (measured 0.9-1.4 h of this
+    # machine's cores, bench/results/ifca_projection_code_agreement.json)
+    assert 0.3 * 3600 < cost["seconds"] < 3 * 3600
+
 # -- command line ---------------------------------------------------------------------------------------------------
 
 def test_sweep_cli_runs_refuses_reuse_and_resumes_without_work(tmp_path, capsys):
