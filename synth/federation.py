@@ -246,6 +246,10 @@ def _per_item(name: str, value, length: int) -> np.ndarray:
     return arr.astype(np.int64)
 
 
+# float64 features drawn per block of clients in _draw_data (the block stays in the last-level cache)
+_DRAW_BLOCK_BYTES = 8 * 2**20
+
+
 def _check_memory(m: int, n_max: int, d: int, K: int) -> None:
     """Refuse a federation whose arrays exceed the memory budget, counting every array sampling allocates."""
     # float64: the features drawn, their Cholesky-transformed or stored copy, scores, noise, responses and the
@@ -266,13 +270,28 @@ def _memory_budget() -> int:
 
 
 def _draw_data(w: np.ndarray, n: np.ndarray, family: str, sigma: float, chol, rng, dtype):
-    """x ~ N(0, Sigma) and responses for every client, padded to n_max rows."""
+    """x ~ N(0, Sigma) and responses for every client, padded to n_max rows.
+
+    The features are drawn in float64 a block of clients at a time, each block transformed, scored and stored
+    in ``dtype`` while it is in cache: the same stream in the same order as one draw of the whole array (the
+    generator fills consecutive calls as one), so the data do not depend on the block size, at half the time
+    of drawing the whole float64 array first (measured at 400 x 100 x 1000 on the 2-core EPYC).
+    """
     m, d = w.shape
     n_max = int(n.max())
-    X = rng.standard_normal((m, n_max, d))
-    if chol is not None:
-        X = X @ chol.T
-    score = np.einsum("mnd,md->mn", X, w)
+    X = np.empty((m, n_max, d), dtype=dtype)
+    score = np.empty((m, n_max))
+    step = max(1, _DRAW_BLOCK_BYTES // (8 * max(n_max, 1) * max(d, 1)))
+    direct = X.dtype == np.float64 and chol is None  # drawn in place: no block to copy from
+    block = None if direct else np.empty((min(step, m), n_max, d))
+    for s in range(0, m, step):  # blocks of clients, not single clients
+        e = min(s + step, m)
+        xb = rng.standard_normal(out=X[s:e] if direct else block[:e - s])
+        if chol is not None:
+            xb = xb @ chol.T
+        score[s:e] = np.einsum("mnd,md->mn", xb, w[s:e])
+        if not direct:
+            X[s:e] = xb
     if family == "linear":
         y = score + sigma * rng.standard_normal((m, n_max))
     else:
@@ -281,4 +300,4 @@ def _draw_data(w: np.ndarray, n: np.ndarray, family: str, sigma: float, chol, rn
     if pad.any():
         X[pad] = 0.0
         y[pad] = 0.0
-    return X.astype(dtype, copy=False), y.astype(dtype, copy=False)
+    return X, y.astype(dtype, copy=False)

@@ -72,6 +72,43 @@ def test_same_seed_same_federation():
     assert not np.array_equal(a.X, gen.sample(8).X)
 
 
+
+def _whole_array_draw(gen, seed):
+    """The federation's data drawn as one float64 array, transformed, scored and cast at once."""
+    rng = np.random.default_rng(seed)
+    theta, w = gen._optima(rng)
+    m, d = w.shape
+    n = gen.n
+    X = rng.standard_normal((m, int(n.max()), d))
+    if gen.cov is not None:
+        X = X @ np.linalg.cholesky(gen.cov).T
+    score = np.einsum("mnd,md->mn", X, w)
+    if gen.family == "linear":
+        y = score + gen.sigma * rng.standard_normal(score.shape)
+    else:
+        y = (rng.uniform(size=score.shape) < 1.0 / (1.0 + np.exp(-score))).astype(np.float64)
+    pad = np.arange(X.shape[1])[None, :] >= n[:, None]
+    X[pad], y[pad] = 0.0, 0.0
+    return X.astype(gen.dtype), y.astype(gen.dtype)
+
+
+@pytest.mark.parametrize("family", ["linear", "logistic"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("cov", [False, True])
+def test_data_drawn_per_block_equal_one_whole_draw(monkeypatch, family, dtype, cov):
+    import synth.federation as federation
+
+    kw = dict(K=3, clients_per_cluster=[4, 3, 5], n=[30, 17, 30, 25] * 3, d=40, cov=anisotropic_cov(40, 10.0)
+              if cov else None, dtype=dtype)
+    gen = MixedLinearRegression(sigma=0.3, **kw) if family == "linear" else LogisticMixture(reg=0.1, **kw)
+    want_X, want_y = _whole_array_draw(gen, 11)
+    for block_bytes in (1, 8 * 30 * 40 * 5, 2**30):  # one client a block, five, all
+        monkeypatch.setattr(federation, "_DRAW_BLOCK_BYTES", block_bytes)
+        fed = gen.sample(11)
+        assert fed.X.dtype == dtype and fed.y.dtype == dtype
+        np.testing.assert_array_equal(fed.X, want_X)
+        np.testing.assert_array_equal(fed.y, want_y)
+
 def test_mlr_noise_and_response_law():
     """y - <w*, x> ~ N(0, sigma^2): sample variance within a chi-square band."""
     sigma = 0.3
