@@ -10,7 +10,8 @@ gradients (``M`` dot products and ``M / k`` axpys per row instead of ``M`` of ea
 ``(m clients, n samples)`` at d = 1000, each ``k`` and each stack of ``M`` models (``M / k`` restarts, fixed
 random models, so every client's choice holds), one ``losses_and_weighted_gradients`` call is timed, one BLAS
 thread, the best of ``--reps``, on three paths: ``numpy`` (GEMM), ``fused`` without guesses, ``fused`` with
-them.  Timings are benchmarks: nothing here is asserted by the tests.
+them.  ``synth/backend.py``'s ``_FUSED_GUESSED_MAX_MODELS`` rests on these numbers.  Timings are benchmarks:
+nothing here is asserted by the tests.
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ def main(argv=None) -> int:
             "command": "python bench/fused_guessed.py " + " ".join(argv if argv is not None else sys.argv[1:]),
             "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
                         "load_average": list(os.getloadavg())},
-            "fused_max_models": backend_module._FUSED_MAX_MODELS, "rows": rows}, indent=1))
+            "guessed_max_models": backend_module._FUSED_GUESSED_MAX_MODELS, "rows": rows}, indent=1))
     return 0
 
 

@@ -49,6 +49,13 @@ _BLOCK_BYTES = 8 * 2**20
 # the tiniest problems with 2-4 models (< 0.3 ms a call, 1.1-1.3x: fixed costs); 12 models 0.63-1.17x; 20
 # models 0.67-1.40x; 60 models 0.81-2.27x.
 _FUSED_MAX_MODELS = 8
+# With guesses holding (each client weighted on the same q models for two passes: IFCA's identity in each of
+# its stacked restarts), the kernel forms only those gradients, M dot products and q axpys per row.  `python
+# bench/fused_guessed.py` (bench/results/epyc2_fused_guessed.json, float32, d = 1000, m x n = 400 x 100 and
+# 800 x 50): with q = M/4 (k = 4) it took 0.48-0.51x GEMM's time at 8 models, 0.60-0.65x at 12, 0.74-0.97x at
+# 16, 0.80-0.95x at 20 and 1.06-1.08x at 24; with q = M/2 (k = 2) 0.69-0.78x at 12 and 0.85-1.08x at 16.  So:
+# up to 12 models with q <= M/2, up to 16 with q <= M/4.
+_FUSED_GUESSED_MAX_MODELS = 16
 # Blocks of clients: the kernel writes per-client gradient accumulators, then `choose` and `combine` run in
 # Python and the threads join.  Where all M accumulators are written, the buffer is kept cache resident (1 MiB,
 # and at most 16 MiB of data streamed per block, half the last-level cache).  Where (nearly) every client has a
@@ -347,10 +354,22 @@ class GLMBackend:
             self._add_block_gradient(G, W, dl, inv_n, Xb)
         if self.reg:
             G += self.reg * models * weights.sum(0)[:, None]
+        if self._fused is not None and _FUSED_MAX_MODELS < M <= _FUSED_GUESSED_MAX_MODELS:
+            # the guesses that let a later pass take the kernel
+            self._record_guesses(M, slice(None) if clients is None else clients, weights != 0)
         return losses, weights, G
 
     def _use_fused(self, n_models: int) -> bool:
-        return self._fused is not None and n_models <= _FUSED_MAX_MODELS
+        if self._fused is None or n_models > _FUSED_GUESSED_MAX_MODELS:
+            return False
+        if n_models <= _FUSED_MAX_MODELS:
+            return True
+        state = self._guesses.get(n_models)
+        if state is None:
+            return False
+        last, held = state
+        q = int(last[held].sum(1).max(initial=0))
+        return held.mean() >= 0.9 and (2 * q <= n_models if n_models <= 12 else 4 * q <= n_models)
 
     def _record_guesses(self, M: int, idx, nonzero: np.ndarray) -> None:
         """Note the models each client of ``idx`` was weighted on (``nonzero`` ``(len(idx), M)``); a set that

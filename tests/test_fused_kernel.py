@@ -180,6 +180,39 @@ def test_dispatch_large_stacks_take_numpy():
 
 
 @needs_fused
+def test_dispatch_guessed_restarts_take_the_kernel(monkeypatch):
+    """12 models in 6 restarts of 2 (IFCA's stack): GEMM until each client's model in every restart has held for
+    two passes, then the kernel forming those 6 gradients, with the numbers of the kernel's full pass; a dense
+    choice (no guesses) stays on GEMM."""
+    fed = _fed("linear", np.float64, False, d=23)
+    M, k, m = 12, 2, fed.n_clients
+
+    def one_hot(L, r):
+        W = np.zeros_like(L)
+        best = L.reshape(len(L), M // k, k).argmin(2)
+        W.reshape(len(L), M // k, k)[np.arange(len(L))[:, None], np.arange(M // k)[None, :], best] = 1.0 / m
+        return W
+
+    models = np.random.default_rng(5).standard_normal((M, fed.dim))
+    be = GLMBackend(fed, kernel="fused")
+    fused = []
+    real = GLMBackend._fused_pass
+    monkeypatch.setattr(GLMBackend, "_fused_pass", lambda self, *a: (fused.append(1), real(self, *a))[1])
+    be.losses_and_weighted_gradients(models, one_hot)
+    be.losses_and_weighted_gradients(models, one_hot)
+    assert fused == []  # two GEMM passes record the guesses
+    got = be.losses_and_weighted_gradients(models, one_hot)
+    assert fused == [1]
+    want = real(GLMBackend(fed, kernel="fused"), models, one_hot, None)  # the kernel, no guesses
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)
+    dense = GLMBackend(fed, kernel="fused")
+    for _ in range(3):
+        dense.losses_and_weighted_gradients(models, lambda L, r: np.full_like(L, 1.0 / m))
+    assert len(fused) == 1
+
+
+@needs_fused
 def test_thread_budget_follows_blas_limit(monkeypatch):
     """Inside a threadpoolctl limit (the Monte Carlo engine pins BLAS to one thread) the kernel stays on one."""
     parts = []
