@@ -49,13 +49,6 @@ _BLOCK_BYTES = 8 * 2**20
 # the tiniest problems with 2-4 models (< 0.3 ms a call, 1.1-1.3x: fixed costs); 12 models 0.63-1.17x; 20
 # models 0.67-1.40x; 60 models 0.81-2.27x.
 _FUSED_MAX_MODELS = 8
-# With guesses holding (each client weighted on the same q models for two passes: IFCA's identity in each of
-# its stacked restarts), the kernel forms only those gradients, M dot products and q axpys per row.  `python
-# bench/fused_guessed.py` (bench/results/epyc2_fused_guessed.json, float32, d = 1000, m x n = 400 x 100 and
-# 800 x 50): with q = M/4 (k = 4) it took 0.48-0.51x GEMM's time at 8 models, 0.60-0.65x at 12, 0.74-0.97x at
-# 16, 0.80-0.95x at 20 and 1.06-1.08x at 24; with q = M/2 (k = 2) 0.69-0.78x at 12 and 0.85-1.08x at 16.  So:
-# up to 12 models with q <= M/2, up to 16 with q <= M/4.
-_FUSED_GUESSED_MAX_MODELS = 16
 # Blocks of clients: the kernel writes per-client gradient accumulators, then `choose` and `combine` run in
 # Python and the threads join.  Where all M accumulators are written, the buffer is kept cache resident (1 MiB,
 # and at most 16 MiB of data streamed per block, half the last-level cache).  Where (nearly) every client has a
@@ -141,11 +134,11 @@ class GLMBackend:
         self._attach_kernel()
 
     def _attach_kernel(self) -> None:
-        # per stack size M: each client's weighted models of the last pass (IFCA's identity in each restart)
-        # and whether that set held for the last two passes (then it is the guess for the next).  The kernel
-        # forms the guessed models' gradients alone (one axpy per row and restart instead of M); a wrong
-        # guess costs a second read of that client, never a different number
-        self._guesses: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # per stack size M: each client's single model of the last pass (IFCA's identity, else -1) and the
+        # guess for the next pass (that model if it held for the last two passes, else -1).  The kernel forms
+        # the guessed model's gradient alone (1 axpy per row instead of M); a wrong guess costs a second
+        # read of that client, never a different number
+        self._guesses: dict[int, np.ndarray] = {}
         self._fused = self._fused_library()
         self._fused_data = None if self._fused is None else self._fused.bind(self.X, self.y)
         self.kernel = "numpy" if self._fused is None else "fused"
@@ -354,32 +347,10 @@ class GLMBackend:
             self._add_block_gradient(G, W, dl, inv_n, Xb)
         if self.reg:
             G += self.reg * models * weights.sum(0)[:, None]
-        if self._fused is not None and _FUSED_MAX_MODELS < M <= _FUSED_GUESSED_MAX_MODELS:
-            # the guesses that let a later pass take the kernel
-            self._record_guesses(M, slice(None) if clients is None else clients, weights != 0)
         return losses, weights, G
 
     def _use_fused(self, n_models: int) -> bool:
-        if self._fused is None or n_models > _FUSED_GUESSED_MAX_MODELS:
-            return False
-        if n_models <= _FUSED_MAX_MODELS:
-            return True
-        state = self._guesses.get(n_models)
-        if state is None:
-            return False
-        last, held = state
-        q = int(last[held].sum(1).max(initial=0))
-        return held.mean() >= 0.9 and (2 * q <= n_models if n_models <= 12 else 4 * q <= n_models)
-
-    def _record_guesses(self, M: int, idx, nonzero: np.ndarray) -> None:
-        """Note the models each client of ``idx`` was weighted on (``nonzero`` ``(len(idx), M)``); a set that
-        held for two passes is the next pass's guess."""
-        last, held = self._guesses.setdefault(M, (np.zeros((self.n_clients, M), dtype=bool),
-                                                  np.zeros(self.n_clients, dtype=bool)))
-        # guess only for clients whose models held for two passes: one that still switches (IFCA's early
-        # rounds) would cost a second read
-        held[idx] = (nonzero == last[idx]).all(1) & nonzero.any(1)
-        last[idx] = nonzero
+        return self._fused is not None and n_models <= _FUSED_MAX_MODELS
 
     def _fused_pass(self, models: np.ndarray, choose, clients: np.ndarray | None):
         """:meth:`losses_and_weighted_gradients` (or, with ``choose=None``, :meth:`losses`) by the fused kernel.
@@ -389,9 +360,8 @@ class GLMBackend:
         every model, reading the client's data once; ``choose`` then sees the block's losses exactly as on
         the numpy path, and the kernel adds ``w_ij / n_i`` times the accumulators of the nonzero weights
         into ``G``, client by client in order -- so the result does not depend on blocks or threads.  Where a
-        client was weighted on the same models in the last two passes (IFCA's identity in each stacked
-        restart), only those models' gradients are formed first (see ``_guesses``); clients whose weights then
-        fall elsewhere are run again in full.
+        client was weighted on a single model last time, only that model's gradient is formed first (see
+        ``_guesses``); clients whose weights then fall elsewhere are run again in full.
         """
         lib = self._fused
         m, n_max, d = self.X.shape
@@ -413,12 +383,11 @@ class GLMBackend:
         losses = np.empty((c, M))
         weights = np.empty((c, M))
         G = np.zeros((M, d))
-        state = self._guesses.setdefault(M, (np.zeros((m, M), dtype=bool), np.zeros(m, dtype=bool))) if M > 1 \
-            else None
-        last, held = (None, None) if state is None else state
+        state = self._guesses.setdefault(M, np.full((2, m), -1, dtype=np.int64)) if M > 1 else None
+        last, guess = (None, None) if state is None else state
         stack = M * d * itemsize
         small = max(1, min(c, _FUSED_BUFFER_BYTES // stack, _FUSED_DATA_BYTES // max(1, n_max * d * itemsize)))
-        guessed = held is not None and held[idx].mean() >= 0.9
+        guessed = guess is not None and (guess[idx] >= 0).mean() >= 0.9
         big = max(1, min(c, _FUSED_GUESSED_BUFFER_BYTES // stack)) if guessed else small
         buf = np.empty((max(small, big), M, d), dtype=self.dtype)
         sums = np.empty((len(buf), M))
@@ -428,16 +397,17 @@ class GLMBackend:
             # pass drops them rather than reading most clients twice
             e = min(s + (big if guessed and s > 0 else small), c)
             b = e - s
-            h = None if held is None else held[idx[s:e]]
-            only = None if h is None or not h.any() else _listed(last[idx[s:e]], h)
+            only = None if guess is None else np.ascontiguousarray(guess[idx[s:e]])
             self._run_fused(lib, idx[s:e], rows[s:e], models, logistic, sums[:b], buf[:b], parts, only)
             L = sums[:b] * inv_n[s:e, None] + reg_loss
             W = np.asarray(choose(L, np.arange(s, e)), dtype=np.float64)
             losses[s:e], weights[s:e] = L, W
-            if held is not None:
+            if guess is not None:
                 nonzero = W != 0
+                count = nonzero.sum(1)
+                formed = (only >= 0) & nonzero[np.arange(b), np.maximum(only, 0)]
                 # weighted on a model whose gradient was not formed: those clients again, in full
-                missed = np.flatnonzero(h & (nonzero & ~last[idx[s:e]]).any(1)) if only is not None else []
+                missed = np.flatnonzero((only >= 0) & (count > formed))
                 if len(missed):
                     redo = np.empty((len(missed), M, d), dtype=self.dtype)
                     self._run_fused(lib, idx[s:e][missed], rows[s:e][missed], models, logistic,
@@ -445,8 +415,12 @@ class GLMBackend:
                     buf[missed] = redo
                 if len(missed) > 0.1 * b:
                     guessed = False
-                    held[idx[e:]] = False
-                self._record_guesses(M, idx[s:e], nonzero)
+                    guess[idx[e:]] = -1
+                chosen = np.where(count == 1, nonzero.argmax(1), -1)
+                # guess only for clients whose single model held for two passes: one that still switches
+                # (IFCA's early rounds) would cost a second read
+                guess[idx[s:e]] = np.where(chosen == last[idx[s:e]], chosen, -1)
+                last[idx[s:e]] = chosen
             lib.combine(buf[:b], weights[s:e] * inv_n[s:e, None], G)
             s = e
         if self.reg:
@@ -738,18 +712,6 @@ def _add_slots(G: np.ndarray, P: np.ndarray, slots: np.ndarray) -> None:
         G += _sum_rows_by_key(part, keys, n_keys)
     else:
         G[keys] += part
-
-
-def _listed(mask: np.ndarray, held: np.ndarray) -> np.ndarray:
-    """The fused kernel's ``only`` ``(b, q)``: each held client's weighted models (``mask`` rows), padded with -2;
-    -1 (all models) for a client without a guess."""
-    counts = mask.sum(1)
-    q = max(1, int(counts[held].max(initial=1)))
-    order = np.argsort(~mask, axis=1, kind="stable")[:, :q]  # the weighted columns first, in order
-    out = np.where(np.arange(q)[None, :] < counts[:, None], order, -2)
-    out[~held] = -2
-    out[~held, 0] = -1
-    return np.ascontiguousarray(out, dtype=np.int64)
 
 
 def _sum_rows_by_key(rows: np.ndarray, keys: np.ndarray, n_keys: int) -> np.ndarray:

@@ -180,39 +180,6 @@ def test_dispatch_large_stacks_take_numpy():
 
 
 @needs_fused
-def test_dispatch_guessed_restarts_take_the_kernel(monkeypatch):
-    """12 models in 6 restarts of 2 (IFCA's stack): GEMM until each client's model in every restart has held for
-    two passes, then the kernel forming those 6 gradients, with the numbers of the kernel's full pass; a dense
-    choice (no guesses) stays on GEMM."""
-    fed = _fed("linear", np.float64, False, d=23)
-    M, k, m = 12, 2, fed.n_clients
-
-    def one_hot(L, r):
-        W = np.zeros_like(L)
-        best = L.reshape(len(L), M // k, k).argmin(2)
-        W.reshape(len(L), M // k, k)[np.arange(len(L))[:, None], np.arange(M // k)[None, :], best] = 1.0 / m
-        return W
-
-    models = np.random.default_rng(5).standard_normal((M, fed.dim))
-    be = GLMBackend(fed, kernel="fused")
-    fused = []
-    real = GLMBackend._fused_pass
-    monkeypatch.setattr(GLMBackend, "_fused_pass", lambda self, *a: (fused.append(1), real(self, *a))[1])
-    be.losses_and_weighted_gradients(models, one_hot)
-    be.losses_and_weighted_gradients(models, one_hot)
-    assert fused == []  # two GEMM passes record the guesses
-    got = be.losses_and_weighted_gradients(models, one_hot)
-    assert fused == [1]
-    want = real(GLMBackend(fed, kernel="fused"), models, one_hot, None)  # the kernel, no guesses
-    for a, b in zip(got, want, strict=True):
-        np.testing.assert_array_equal(a, b)
-    dense = GLMBackend(fed, kernel="fused")
-    for _ in range(3):
-        dense.losses_and_weighted_gradients(models, lambda L, r: np.full_like(L, 1.0 / m))
-    assert len(fused) == 1
-
-
-@needs_fused
 def test_thread_budget_follows_blas_limit(monkeypatch):
     """Inside a threadpoolctl limit (the Monte Carlo engine pins BLAS to one thread) the kernel stays on one."""
     parts = []
@@ -309,61 +276,43 @@ def test_cache_build_is_atomic_under_concurrency(tmp_path):
 
 @needs_fused
 @pytest.mark.parametrize("family", ["linear", "logistic"])
-@pytest.mark.parametrize("k", [4, 2])
-def test_guessed_models_give_the_same_numbers(family, k, monkeypatch):
-    """The kernel forms only the gradients of each client's models of the last pass (one per restart of k
-    models: one run of 4, or two runs of 2); right, wrong or no guesses must give bit-identical losses, weights
-    and G (a wrong guess is redone in full)."""
+def test_guessed_single_model_gives_the_same_numbers(family, monkeypatch):
+    """The kernel forms only the gradient of each client's last single model; right, wrong or no guesses
+    must give bit-identical losses, weights and G (a wrong guess is redone in full)."""
     fed = _fed(family, np.float64, True, d=23)
-    M, m = 4, fed.n_clients
-
-    def one_hot(L, r):  # IFCA's identity in each restart of k models
-        W = np.zeros_like(L)
-        best = L.reshape(len(L), M // k, k).argmin(2)
-        W.reshape(len(L), M // k, k)[np.arange(len(L))[:, None], np.arange(M // k)[None, :], best] = 1.0 / m
-        return W
-
+    M = 4
     models = np.random.default_rng(3).standard_normal((M, fed.dim))
+    one_hot = lambda L, r: np.eye(M)[L.argmin(1)] / fed.n_clients  # noqa: E731
     ref = GLMBackend(fed, kernel="fused")
     want = ref.losses_and_weighted_gradients(models, one_hot)
-    last, held = ref._guesses[M]
-    assert (last == (want[1] != 0)).all() and not held.any()  # no guess before two equal choices
+    last, guess = ref._guesses[M]
+    assert (last == want[1].argmax(1)).all() and (guess == -1).all()  # no guess before two equal choices
     again = ref.losses_and_weighted_gradients(models, one_hot)
-    assert held.all() and (last == (want[1] != 0)).all()
+    assert (guess == want[1].argmax(1)).all()
     for a, b in zip(again, want, strict=True):
         np.testing.assert_array_equal(a, b)
     # a first block of 2 clients tests the guesses, then blocks of 3 (right guesses) or of 2 (dropped guesses)
     monkeypatch.setattr(backend_module, "_FUSED_BUFFER_BYTES", 2 * M * 23 * 8)
     monkeypatch.setattr(backend_module, "_FUSED_GUESSED_BUFFER_BYTES", 3 * M * 23 * 8)
-    blocks, onlys = [], []
+    blocks = []
     real_run = GLMBackend._run_fused
-
-    def spy(self, lib, idx, *a, **kw):
-        blocks.append(len(idx))
-        onlys.append(a[6].copy() if len(a) > 6 and a[6] is not None else kw.get("only"))
-        return real_run(self, lib, idx, *a, **kw)
-
-    monkeypatch.setattr(GLMBackend, "_run_fused", spy)
+    monkeypatch.setattr(GLMBackend, "_run_fused", lambda self, lib, idx, *a, **k: (blocks.append(len(idx)),
+                                                                                   real_run(self, lib, idx, *a, **k)))
     rng = np.random.default_rng(4)
-    right = last.copy()
-    wrong = right.reshape(m, M // k, k)[:, :, np.roll(np.arange(k), 1)].reshape(m, M)  # each run's next model
-    for guesses, holds, sizes in ((right, np.ones(m, bool), [2, 3, 3, 2]), (wrong, np.ones(m, bool), [2] * 6),
-                                  (rng.uniform(size=(m, M)) < 0.5, rng.uniform(size=m) < 0.5, None)):
+    wrong = (guess + 1) % M
+    for guesses, sizes in ((guess.copy(), [2, 3, 3, 2]), (wrong, [2, 2, 2, 2, 2, 2]),
+                           (rng.integers(-1, M, fed.n_clients), None)):
         be = GLMBackend(fed, kernel="fused")
-        be._guesses[M] = (guesses.copy(), holds.copy())
+        be._guesses[M] = np.stack([guesses, guesses]).astype(np.int64)
         blocks.clear()
-        onlys.clear()
         for a, b in zip(be.losses_and_weighted_gradients(models, one_hot), want, strict=True):
             np.testing.assert_array_equal(a, b)
         if sizes is not None:  # right guesses: large blocks; all wrong: the first block is redone, then dropped
             assert blocks == sizes, blocks
-        if sizes == [2, 3, 3, 2]:  # one listed model per restart: M / k gradients formed, not M
-            assert all(o is not None and o.shape[1] == M // k and (o >= 0).all() for o in onlys), onlys
-    # dense weights on two models: both are guessed and formed, none dropped
+    # dense weights on two models: a single guess must not drop the other model's gradient
     dense = lambda L, r: np.where(np.arange(M) < 2, 0.5, 0.0)[None, :].repeat(len(r), 0)  # noqa: E731
     full = GLMBackend(fed, kernel="fused")
-    for _ in range(3):
-        for a, b in zip(ref.losses_and_weighted_gradients(models, dense),
-                        full.losses_and_weighted_gradients(models, dense), strict=True):
-            np.testing.assert_array_equal(a, b)
-    assert ref._guesses[M][1].all() and (ref._guesses[M][0] == (np.arange(M) < 2)).all()
+    for a, b in zip(ref.losses_and_weighted_gradients(models, dense), full.losses_and_weighted_gradients(models, dense),
+                    strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert (ref._guesses[M] == -1).all()  # dense weights: no single model, no guess

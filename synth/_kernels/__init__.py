@@ -31,7 +31,7 @@ import numpy as np
 __all__ = ["FusedLibrary", "blas_threads", "layout_ok", "load", "run_parts", "status"]
 
 SOURCE = Path(__file__).with_name("fused.c")
-ABI = 3  # must match CFLAB_FUSED_ABI in fused.c
+ABI = 2  # must match CFLAB_FUSED_ABI in fused.c
 _BUILD_TIMEOUT_S = 120
 
 _lock = threading.Lock()
@@ -134,7 +134,7 @@ class FusedLibrary:
         self._fused, self._combine, self._stream = {}, {}, {}
         for dtype, suffix in ((np.dtype(np.float64), "f64"), (np.dtype(np.float32), "f32")):
             f = getattr(lib, f"cflab_fused_{suffix}")
-            f.argtypes = [vp, lo, lo, vp, lo, lo, vp, vp, lo, lo, vp, lo, ctypes.c_int, vp, vp, vp, vp, vp, lo]
+            f.argtypes = [vp, lo, lo, vp, lo, lo, vp, vp, lo, lo, vp, lo, ctypes.c_int, vp, vp, vp, vp, vp]
             f.restype = None
             c = getattr(lib, f"cflab_combine_{suffix}")
             c.argtypes = [vp, vp, lo, lo, lo, vp]
@@ -160,18 +160,16 @@ class FusedLibrary:
         for the data bound by :meth:`bind`.  Every array is C-contiguous: ``clients``, ``rows`` int64,
         ``models`` ``(M, d)`` and ``grad`` ``(c, M, d)`` of the data's dtype, ``loss`` ``(c, M)`` float64.
         With ``counter`` (a zeroed int64 array of one element) several threads may make the same call at once
-        and share the clients out dynamically.  With ``only`` (int64, ``(c,)`` or ``(c, q)``) client ``i`` forms
-        just ``grad[i, j]`` for the non-negative ``j`` in ``only[i]`` (all ``M`` where its first entry is -1),
-        bit-identical to the full computation.
+        and share the clients out dynamically.  With ``only`` (int64, one entry per client) client ``i`` forms
+        just ``grad[i, only[i]]`` (all ``M`` where ``only[i] < 0``), bit-identical to the full computation.
         Releases the GIL while it runs.
         """
         fn, dtype, xp, sxc, sxr, yp, syc, syr, d = data
         M = models.shape[0]
-        q = 1 if only is None or only.ndim == 1 else only.shape[1]
         work = np.empty(8 * M, dtype=dtype)
         fn(xp, sxc, sxr, yp, syc, syr, clients.ctypes.data, rows.ctypes.data, len(clients), d, models.ctypes.data,
            M, int(logistic), loss.ctypes.data, None if grad is None else grad.ctypes.data, work.ctypes.data,
-           None if counter is None else counter.ctypes.data, None if only is None else only.ctypes.data, q)
+           None if counter is None else counter.ctypes.data, None if only is None else only.ctypes.data)
 
     def stream_sum(self, a: np.ndarray) -> float:
         """Sum of a contiguous float64/float32 array by a plain vector loop: a memory read ceiling for the
@@ -212,9 +210,9 @@ def _self_test(lib: FusedLibrary) -> str | None:
             lib.losses_gradients(lib.bind(Xd, yd), clients, rows[clients], md, logistic, loss, grad)
             part = np.empty_like(grad)
             lib.losses_gradients(lib.bind(Xd, yd), clients, rows[clients], md, logistic, np.empty_like(loss), part,
-                                 only=np.array([[3, 0], [-1, -2]], dtype=np.int64))
-            if not (np.array_equal(part[0, [0, 3]], grad[0, [0, 3]]) and np.array_equal(part[1], grad[1])):
-                return f"self-test failed: listed-model gradients differ ({np.dtype(dtype).name}, logistic={logistic})"
+                                 only=np.array([3, -1], dtype=np.int64))
+            if not (np.array_equal(part[0, 3], grad[0, 3]) and np.array_equal(part[1], grad[1])):
+                return f"self-test failed: one-model gradients differ ({np.dtype(dtype).name}, logistic={logistic})"
             coef = np.array([[0.5, 0, 0, 2.0, 0], [0, 0, 1.0, 0, 0]])
             G = np.zeros((5, d))
             lib.combine(grad, coef, G)

@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#define CFLAB_FUSED_ABI 3
+#define CFLAB_FUSED_ABI 2
 long cflab_fused_abi(void) { return CFLAB_FUSED_ABI; }
 
 /* per-sample loss and its derivative, in double whatever the data type */
@@ -159,16 +159,12 @@ static inline __attribute__((always_inline)) void AXPY(const T *const *x, const 
  * their losses and derivatives, then one sweep over the four rows (from cache) per group of up to four
  * models.  pf_client is the client whose first rows to prefetch while the last block runs (or NULL). */
 static void CLIENT(const T *Xi, const T *yi, long n, long sxr, long syr, const T *pf_client, long pf_rows,
-                   long d, const T *models, long M, int logistic, double *li, T *gi, T *work, const long *only,
-                   long q)
+                   long d, const T *models, long M, int logistic, double *li, T *gi, T *work, long only)
 {
     T *s = work, *u = work + 4 * M;  /* scores and derivatives of a block of 4 rows: (4, M) each */
-    int some = only && only[0] >= 0;  /* only the listed models' gradient sums (negative entries: none) */
     for (long j = 0; j < M; j++) li[j] = 0.0;
-    if (gi && some) {
-        for (long k = 0; k < q; k++)
-            if (only[k] >= 0) memset(gi + (size_t)only[k] * d, 0, sizeof(T) * (size_t)d);
-    } else if (gi) memset(gi, 0, sizeof(T) * (size_t)M * d);
+    if (gi && only >= 0) memset(gi + (size_t)only * d, 0, sizeof(T) * (size_t)d);
+    else if (gi) memset(gi, 0, sizeof(T) * (size_t)M * d);
     for (long r0 = 0; r0 < n; r0 += 4) {
         int R = n - r0 < 4 ? (int)(n - r0) : 4;
         const T *x[4], *pf[4];
@@ -205,14 +201,10 @@ static void CLIENT(const T *Xi, const T *yi, long n, long sxr, long syr, const T
             }
         }
         if (!gi) continue;
-        if (some) {  /* the models this client is expected to be weighted on (one per restart): q axpys, not M */
-            for (long k = 0; k < q; k++) {
-                long j = only[k];
-                if (j < 0) continue;
-#define CALL(RR, GG) AXPY(x, u + j, M, gi + (size_t)j * d, d, RR, GG)
-                SWITCH_R(R, 1, CALL);
+        if (only >= 0) {  /* the one model this client is expected to be weighted on: 1 axpy per row, not M */
+#define CALL(RR, GG) AXPY(x, u + only, M, gi + (size_t)only * d, d, RR, GG)
+            SWITCH_R(R, 1, CALL);
 #undef CALL
-            }
             continue;
         }
         for (long j0 = 0; j0 < M; j0 += 4) {
@@ -232,13 +224,13 @@ static void CLIENT(const T *Xi, const T *yi, long n, long sxr, long syr, const T
  *   next: NULL (this call does clients 0..b-1), or a counter shared by several threads calling at once
  *   with the same arguments (each its own work): each takes the next client until none is left, so a
  *   thread that is descheduled holds up nobody.  A client's numbers do not depend on the thread.
- *   only: NULL, or per client q entries (b, q): the models whose gradient sums to form (negative entries are
- *   skipped; a first entry of -1: all M); the others' slots of grad are then left unwritten.  Each model's sum is the same chain of operations whether it is formed
+ *   only: NULL, or per client the one model j whose gradient sum to form (-1: all M); the others' slots of
+ *   grad are then left unwritten.  Each model's sum is the same chain of operations whether it is formed
  *   alone or with the others, so the numbers do not depend on `only` either. */
 void CAT(cflab_fused, CFLAB_SUF)(const T *X, long sxc, long sxr, const T *y, long syc, long syr,
                                  const long *clients, const long *rows, long b, long d, const T *models,
                                  long M, int logistic, double *loss, T *grad, T *work, long *next,
-                                 const long *only, long q)
+                                 const long *only)
 {
     for (long k = 0;; k++) {
         long i = next ? __atomic_fetch_add(next, 1, __ATOMIC_RELAXED) : k;
@@ -246,7 +238,7 @@ void CAT(cflab_fused, CFLAB_SUF)(const T *X, long sxc, long sxr, const T *y, lon
         long nxt = i + 1 < b ? i + 1 : -1;  /* prefetch target: the next client in the block */
         CLIENT(X + clients[i] * sxc, y + clients[i] * syc, rows[i], sxr, syr,
                nxt >= 0 ? X + clients[nxt] * sxc : NULL, nxt >= 0 ? rows[nxt] : 0, d, models, M, logistic,
-               loss + i * M, grad ? grad + (size_t)i * M * d : NULL, work, only ? only + i * q : NULL, q);
+               loss + i * M, grad ? grad + (size_t)i * M * d : NULL, work, only ? only[i] : -1);
     }
 }
 
