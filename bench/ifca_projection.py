@@ -3,7 +3,7 @@
 
     python bench/ifca_projection.py [--grids a,b,c,d] [--variant code|text] [--cells N] [--seeds-per-cell S]
                                     [--protocols converged,fixed,float64] [--n-jobs J] [--json OUT] [--resume]
-                                    [--summary-only]
+                                    [--summary-only] [--agreement-with OTHER.json ...]
 
 The four grids are the public code's (github.com/jichan3751/ifca, ``synthetic/run_p{2,4}_{r_noise,m_n}.py``),
 as the specs ``synth/specs/ifca_fig3{a,b,c,d}_full_{code,text}.toml``: 134,400 runs of 300 full-batch iterations
@@ -24,7 +24,10 @@ Projection: every cell's 40 data seeds cost what its sampled seeds cost on avera
 threads), and two cores share the trials evenly (the sweep's loky workers, one BLAS thread each):
 ``hours = sum_cells 40 * cpu_seconds / 2 / 3600``.  Verdict agreement: the fraction of sampled data seeds whose
 success verdict (the code's closest-truth rule and the text's one-to-one rule, each) is identical under
-``converged`` and ``fixed``, and under ``float32`` and ``float64``; every disagreement is listed.
+``converged`` and ``fixed``, and under ``float32`` and ``float64``; every disagreement is listed, with the
+one-sided 95 % exact (Clopper-Pearson) lower bound on the agreement rate against the 99.5 % target.
+``--agreement-with`` adds the verdicts of other samples' JSON files (e.g. a larger sample of some grids) to the
+agreement count, over the distinct data seeds of all files; the projection uses ``--json``'s trials only.
 
 Results go to ``--json`` (default ``bench/results/ifca_projection_<variant>.json``), written after every trial so
 that ``--resume`` continues an interrupted run.  Timings are benchmarks: nothing here is asserted by the tests.
@@ -83,6 +86,8 @@ def main(argv=None) -> int:
                     help="run nothing: summarise the trials already in --json (e.g. of an interrupted run)")
     ap.add_argument("--seeds-per-cell", type=int, default=1, help="data seeds per sampled cell (default 1)")
     ap.add_argument("--n-jobs", type=int, default=1, help="trials run at once (default 1)")
+    ap.add_argument("--agreement-with", nargs="+", default=[], metavar="OTHER.json",
+                    help="other samples whose verdicts join the agreement count (distinct data seeds)")
     args = ap.parse_args(argv)
     grids = [g.strip() for g in args.grids.split(",") if g.strip()]
     protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
@@ -103,9 +108,17 @@ def main(argv=None) -> int:
     done = {}
     if (args.resume or args.summary_only) and out.exists():
         done = {(r["grid"], r["cell"], r["trial"]): r for r in json.loads(out.read_text())["trials"]}
+    try:
+        others = [json.loads(Path(f).read_text())["trials"] for f in args.agreement_with]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"ifca_projection.py: error: --agreement-with needs this script's JSON files ({exc})", file=sys.stderr)
+        return 2
     if args.summary_only:
         rows = [r for r in done.values() if r["grid"] in grids and "converged" in r]
-        print(json.dumps(_summary(rows, protocols), indent=1))
+        summary = _summary(rows, protocols)
+        if others:
+            summary["agreement_with_other_samples"] = _union_agreement(rows, others, args.agreement_with)
+        print(json.dumps(summary, indent=1))
         return 0
     table = dict(done)  # (grid, cell, trial) -> row; written after every trial
     keys, tasks = [], []
@@ -142,6 +155,8 @@ def main(argv=None) -> int:
                       flush=True)
     rows = [table[k] for k in dict.fromkeys(keys)]
     summary = _summary(rows, protocols)
+    if others:
+        summary["agreement_with_other_samples"] = _union_agreement(rows, others, args.agreement_with)
     _write(out, list(table.values()), summary, time.perf_counter() - start)
     print(json.dumps(summary, indent=1))
     return 0
@@ -184,6 +199,7 @@ def _summary(rows: list[dict], protocols: list[str]) -> dict:
             s[f"agreement_converged_vs_{other}_{v}"] = sum(same) / len(same)
             lo, hi = wilson(sum(same), len(same), 0.95)
             s[f"agreement_converged_vs_{other}_{v}_count"] = f"{sum(same)}/{len(same)} (95% Wilson {lo:.4f}-{hi:.4f})"
+            s[f"agreement_converged_vs_{other}_{v}_lower_95"] = _lower_95(sum(same), len(same))
             s[f"disagreements_converged_vs_{other}_{v}"] = [
                 {"grid": r["grid"], "cell": r["cell"], "trial": r["trial"], "point": r["point"],
                  "converged": r["converged"][v], other: r[other][v],
@@ -191,6 +207,39 @@ def _summary(rows: list[dict], protocols: list[str]) -> dict:
                  f"dist_{other}": r[other]["param_error_best_restart"]}
                 for r, ok in zip(both, same, strict=True) if not ok]
     return s
+
+
+def _lower_95(agree: int, n: int) -> float:
+    """One-sided 95 % exact (Clopper-Pearson) lower bound on an agreement rate: ``agree`` of ``n``."""
+    from scipy.stats import beta
+
+    return float(beta.ppf(0.05, agree, n - agree + 1)) if agree else 0.0
+
+
+def _union_agreement(rows: list[dict], others: list[list[dict]], names: list[str]) -> dict:
+    """Converged-vs-fixed agreement over the distinct data seeds of this sample and ``others``.
+
+    A seed in several files counts once; its verdicts must be the same in each (the protocols are deterministic),
+    else it is listed as inconsistent and counted as a disagreement.
+    """
+    seen: dict[tuple, dict] = {}
+    inconsistent = []
+    for r in [*rows, *(r for trials in others for r in trials)]:
+        if "converged" not in r or "fixed" not in r:
+            continue
+        key = (r["grid"], r["cell"], r["trial"])
+        verdicts = {(p, v): r[p][v] for p in ("converged", "fixed") for v in VERDICTS}
+        if key in seen and seen[key] != verdicts:
+            inconsistent.append(key)
+        seen.setdefault(key, verdicts)
+    out: dict = {"files": names, "data_seeds": len(seen),
+                 "per_grid_data_seeds": {g: sum(k[0] == g for k in seen) for g in GRIDS},
+                 "inconsistent_seeds": [list(k) for k in inconsistent]}
+    for v in VERDICTS:
+        agree = sum(s[("converged", v)] == s[("fixed", v)] and k not in inconsistent for k, s in seen.items())
+        lower = _lower_95(agree, len(seen))
+        out[v] = {"agree": agree, "of": len(seen), "lower_95_one_sided": lower, "meets_99.5_percent": lower >= 0.995}
+    return out
 
 
 def _write(out: Path, rows, summary=None, seconds=None) -> None:

@@ -49,3 +49,43 @@ def test_paper_targets_read_the_spec_grid(panel, monkeypatch):
     monkeypatch.setenv("CFLAB_IFCA_STOPPING", "early")
     with pytest.raises(ValueError, match="CFLAB_IFCA_STOPPING"):
         load_grid(panel, "bernoulli", "tiny")
+
+
+def test_projection_agreement_over_several_samples(tmp_path):
+    """The bench's agreement count joins samples by distinct data seed, with the exact one-sided lower bound;
+    a seed whose verdicts differ between files counts as a disagreement."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    def row(grid, cell, trial, conv, fixed):
+        res = lambda ok: {"success_code_rule": ok, "success_any_restart": ok, "cpu_seconds": 1.0,  # noqa: E731
+                          "iterations": 9000, "param_error_best_restart": 0.0}
+        return {"grid": grid, "cell": cell, "trial": trial, "cells_in_grid": 20, "trials_per_cell": 40, "point": {},
+                "m": 100, "n": 100, "K": 2, "converged": res(conv), "fixed": res(fixed)}
+
+    def write(name, rows):
+        path = tmp_path / name
+        path.write_text(json.dumps({"trials": rows}))
+        return str(path)
+
+    main = write("main.json", [row("a", c, c, True, True) for c in range(5)])
+    other = write("other.json", [row("a", 0, 0, True, True), row("a", 0, 1, False, False), row("a", 1, 2, True, False)])
+    script = str(Path(__file__).resolve().parents[1] / "bench" / "ifca_projection.py")
+    out = subprocess.run([sys.executable, script, "--summary-only", "--grids", "a", "--protocols",
+                          "converged,fixed", "--json", main, "--agreement-with", other],
+                         capture_output=True, text=True, check=True)
+    union = json.loads(out.stdout)["agreement_with_other_samples"]
+    assert union["data_seeds"] == 7 and union["inconsistent_seeds"] == []
+    rule = union["success_code_rule"]
+    assert rule["agree"] == 6 and rule["of"] == 7 and not rule["meets_99.5_percent"]
+    # Clopper-Pearson: the rate p at which 6 or more agreements of 7 have probability 0.05
+    p = rule["lower_95_one_sided"]
+    assert abs(7 * p**6 * (1 - p) + p**7 - 0.05) < 1e-9
+    clash = write("clash.json", [row("a", 3, 3, False, True)])
+    out = subprocess.run([sys.executable, script, "--summary-only", "--grids", "a", "--protocols",
+                          "converged,fixed", "--json", main, "--agreement-with", clash],
+                         capture_output=True, text=True, check=True)
+    union = json.loads(out.stdout)["agreement_with_other_samples"]
+    assert union["inconsistent_seeds"] == [["a", 3, 3]] and union["success_code_rule"]["agree"] == 4
