@@ -125,9 +125,12 @@ class _Generator:
     def __init__(self, K, clients_per_cluster, n, d, theta, R, delta, eps1, eps2, cov, dtype):
         self.K = check_int("K", K, low=1)
         self.d = check_int("d", d, low=1)
+        self.dtype = np.dtype(dtype)
+        if self.dtype not in (np.float32, np.float64):
+            raise ValueError(f"dtype must be float32 or float64, got {self.dtype}")
         if np.ndim(clients_per_cluster) == 0 and np.ndim(n) == 0:  # sizes known: check before the per-client arrays
             _check_memory(self.K * check_int("clients_per_cluster", clients_per_cluster, low=1),
-                          check_int("n", n, low=1), self.d, self.K)
+                          check_int("n", n, low=1), self.d, self.K, self.dtype.itemsize)
         self.clients_per_cluster = _per_item("clients_per_cluster", clients_per_cluster, self.K)
         self.n = _per_item("n", n, int(self.clients_per_cluster.sum()))
         self.theta_mode = theta if not isinstance(theta, str) else check_choice("theta", theta,
@@ -140,10 +143,7 @@ class _Generator:
         if self.cov is not None:
             if not np.allclose(self.cov, self.cov.T) or np.linalg.eigvalsh(self.cov)[0] <= 0:
                 raise ValueError("cov must be symmetric positive definite")
-        self.dtype = np.dtype(dtype)
-        if self.dtype not in (np.float32, np.float64):
-            raise ValueError(f"dtype must be float32 or float64, got {self.dtype}")
-        _check_memory(int(self.clients_per_cluster.sum()), int(self.n.max()), self.d, self.K)
+        _check_memory(int(self.clients_per_cluster.sum()), int(self.n.max()), self.d, self.K, self.dtype.itemsize)
 
     def _optima(self, rng) -> tuple[np.ndarray, np.ndarray]:
         labels = np.repeat(np.arange(self.K), self.clients_per_cluster)
@@ -250,12 +250,15 @@ def _per_item(name: str, value, length: int) -> np.ndarray:
 _DRAW_BLOCK_BYTES = 8 * 2**20
 
 
-def _check_memory(m: int, n_max: int, d: int, K: int) -> None:
+def _check_memory(m: int, n_max: int, d: int, K: int, itemsize: int = 8) -> None:
     """Refuse a federation whose arrays exceed the memory budget, counting every array sampling allocates."""
-    # float64: the features drawn, their Cholesky-transformed or stored copy, scores, noise, responses and the
-    # padding mask (m x n each), client optima and their copy (m x d), theta* (K x d), Sigma and its factor
-    # (d x d); int64: samples per client, labels, clients per cluster
-    need = 8 * (2 * m * n_max * d + 4 * m * n_max + 2 * m * d + K * d + 2 * d * d) + 8 * (2 * m + K)
+    # the features stored in the data's precision (itemsize bytes), and _draw_data's float64 block and its
+    # Cholesky-transformed copy; float64: scores, noise, responses and the padding mask (m x n each), client
+    # optima and their copy (m x d), theta* (K x d), Sigma and its factor (d x d); int64: samples per client,
+    # labels, clients per cluster
+    block = min(8 * m * n_max * d, max(_DRAW_BLOCK_BYTES, 8 * n_max * d))
+    need = (itemsize * m * n_max * d + 2 * block + 8 * (4 * m * n_max + 2 * m * d + K * d + 2 * d * d)
+            + 8 * (2 * m + K))
     if need > _memory_budget():
         raise ValueError(f"the federation needs about {need / 2**30:.1f} GiB (m={m} clients x n={n_max} samples "
                          f"x d={d}, with responses, client optima and the d x d covariance); at most "
@@ -274,9 +277,8 @@ def _draw_data(w: np.ndarray, n: np.ndarray, family: str, sigma: float, chol, rn
 
     The features are drawn in float64 a block of clients at a time, each block transformed, scored and stored
     in ``dtype`` while it is in cache: the same stream in the same order as one draw of the whole array (the
-    generator fills consecutive calls as one), so the data do not depend on the block size.  On the 2-core EPYC,
-    float32 data: 0.42 s against 0.44 s for drawing the whole float64 array first at 400 x 100 x 1000, 1.7 s
-    against 3.5 s at 800 x 200 x 1000, and no whole float64 copy in memory.
+    generator fills consecutive calls as one), so the data do not depend on the block size, and no whole float64
+    copy is held (timed by ``bench/ifca_trial_overheads.py``).
     """
     m, d = w.shape
     n_max = int(n.max())

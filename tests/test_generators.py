@@ -217,3 +217,12 @@ def test_regimes_fresh_and_split():
 def test_client_optima_with_identical_clients_eps1_zero():
     w, centres = tm.client_optima(np.array([4, 3]), 6, 0.0, 1.0, 0)
     np.testing.assert_allclose(w, centres[np.repeat([0, 1], [4, 3])])
+
+
+def test_memory_check_counts_the_features_in_their_precision(monkeypatch):
+    # 100 clients x 100 samples x d = 1000: features 80 MB in float64, 40 MB in float32, plus an 8 MiB draw block
+    # (and its transformed copy) and about 17 MB of the rest; a 90 MiB budget holds only the float32 federation
+    monkeypatch.setenv("CFLAB_MEMORY_LIMIT_MB", "90")
+    MixedLinearRegression(K=2, clients_per_cluster=50, n=100, d=1000, dtype=np.float32)
+    with pytest.raises(ValueError, match=r"the federation needs about 0\.1 GiB"):
+        MixedLinearRegression(K=2, clients_per_cluster=50, n=100, d=1000, dtype=np.float64)
