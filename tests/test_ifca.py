@@ -237,6 +237,60 @@ def test_converged_verdict_callback_decides_and_settles(easy):
     assert (without.result_.extra["run_rounds"] < 300).all()
 
 
+def test_idle_models_reuse_their_losses_and_get_their_gradients_when_chosen_again(easy):
+    """A model row no client chose did not move: its losses are taken from the last pass, the other rows are
+    scored, and a row some client chooses gets its gradient from one more pass -- the same losses and gradients
+    as one full pass (IFCA journal Alg. 2, option I)."""
+    from synth.algorithms.common import group_argmin
+    from synth.algorithms.ifca import _one_hot_argmin, _pass_reusing_idle
+
+    be = easy.backend()
+    k, m = 2, easy.n_clients
+    rng = np.random.default_rng(3)
+    # 3 runs: near the truths, far from everything (one model gets no client), swapped and shifted
+    stack = np.concatenate([easy.theta, easy.theta + rng.normal(size=(2, easy.dim)) * [[0.0], [50.0]],
+                            easy.theta[::-1] + 0.1])
+    models = be.from_numpy(stack)
+    L_full, _, G_full = be.losses_and_weighted_gradients(models, lambda L, r: _one_hot_argmin(L, k, 1.0 / m))
+    chosen = np.zeros(len(stack), dtype=bool)
+    chosen[(np.arange(3) * k + group_argmin(L_full, k)).ravel()] = True
+    assert not chosen.all()  # some row has no client: the case the reuse is for
+    for idle in [~chosen, ~chosen | (np.arange(len(stack)) == 4), np.arange(len(stack)) % 2 == 1]:
+        L, G = _pass_reusing_idle(be, models, k, idle, L_full)
+        np.testing.assert_array_equal(L[:, idle], L_full[:, idle])
+        np.testing.assert_allclose(L, L_full, rtol=1e-12)
+        np.testing.assert_allclose(G, G_full, rtol=1e-10, atol=1e-12 * np.abs(G_full).max())
+        assert (G[idle & ~chosen] == 0).all()
+
+
+def test_later_phases_do_not_start_once_the_verdict_is_known(easy):
+    """With a verdict the restarts run in phases of initialisations; once it is known, later runs never start."""
+    from synth.algorithms.ifca import _PHASES
+
+    be = easy.backend()
+    first = _PHASES[0] * 2  # runs of the first phase: its initialisations times 2 step sizes
+    inits = np.random.default_rng(9).binomial(1, 0.5, size=(10, 2, easy.dim)).astype(float)
+    kw = dict(n_clusters=2, step_size=[0.01, 0.1], init=inits, n_init=10, random_state=0, stopping="converged",
+              tol=0.0)
+    calls = []
+
+    def decide_at_2(models, reach):
+        calls.append(len(models))
+        return np.full(len(models), 1 if len(calls) == 2 else 0)
+
+    est = IFCA(n_rounds=300, verdict=decide_at_2, **kw).fit(be)
+    rounds, status = est.result_.extra["run_rounds"], est.result_.extra["run_status"]
+    assert calls == [first, first]
+    assert (rounds[:first] == 2).all() and (rounds[first:] == 0).all() and set(status) == {"decided"}
+    np.testing.assert_array_equal(est.result_.extra["models_all"][first:],
+                                  np.repeat(inits, 2, axis=0)[first:])
+    # a verdict that never decides: every phase runs, and each run ends where the fixed protocol puts it
+    est = IFCA(n_rounds=6, verdict=lambda models, reach: np.zeros(len(models), int), **kw).fit(be)
+    assert (est.result_.extra["run_rounds"] > 0).all()
+    fixed = IFCA(**{**kw, "stopping": "fixed"}, n_rounds=6).fit(be)
+    np.testing.assert_allclose(est.result_.extra["models_all"], fixed.result_.extra["models_all"], atol=1e-9)
+
+
 @pytest.mark.parametrize("kw, match", [
     (dict(stopping="early"), "stopping"), (dict(tol=-1.0), "tol"), (dict(verdict=3), "verdict"),
     (dict(stopping="converged", averaging="model"), "averaging"),

@@ -35,6 +35,17 @@ that later passes compute only the runs still open:
 * *decided*: the callback says the trial's verdict is already known, so the
   whole stack stops.
 
+Two things make the converged stack cheaper without changing any run's iterations (beyond rounding):
+
+* *idle models*: a model no client has chosen for two rounds got no gradient, so it has not moved; its losses
+  are those of the last pass and the data pass scores only the other models.  Every client still chooses among
+  all ``k`` models of its run; an idle model chosen again gets its gradient from one more pass, for it alone.
+  (In grid b's failing trials of IFCA Fig. 3 about half of the model-rounds are idle.)
+* *phases*: with a ``verdict``, the restarts run in phases of initialisations (``_PHASES``: 3 initialisations,
+  all their step sizes, then the rest).  Runs are independent, so a run's iterations do not depend on its
+  phase; once the verdict is known (a successful trial, usually within the first phase), the later runs are
+  never started (status *decided*, 0 rounds, their initial models).  A failing trial runs every phase.
+
 The callback's guarantees rest on the *reach* of each model, the furthest it
 can still move in the remaining ``T - 1 - t`` steps:
 ``reach_j = gamma ||G_j,t|| (T - 1 - t)``, given only when the run's identities
@@ -73,6 +84,11 @@ from .result import FitResult, History, Monitor
 __all__ = ["IFCA", "STOPPING"]
 
 STOPPING = ("fixed", "converged")
+# a model row is left out of the data pass once it has had no client for this many rounds (it has not moved since)
+_IDLE_ROUNDS = 2
+# with a verdict, the restarts run in phases of this many initialisations each (all step sizes of an
+# initialisation in the same phase); the last phase takes the rest
+_PHASES = (3,)
 
 
 class IFCA(Estimator):
@@ -101,7 +117,8 @@ class IFCA(Estimator):
     stopping : ``"fixed"`` (every run does all ``n_rounds`` iterations, IFCA Sec. VI-A's protocol; the
         default) or ``"converged"`` (each run leaves the stack at its fixed point, when diverged, once its
         remaining rounds have a closed form, or when ``verdict`` settles it; see the module docstring).
-        ``"converged"`` needs gradient averaging, full participation and a fixed-data backend.
+        ``"converged"`` needs gradient averaging, full participation and a fixed-data backend.  With a
+        ``verdict``, runs of later phases of initialisations are not started once the verdict is known.
     tol : relative gradient norm of a run's fixed point, ``||G_t|| <= tol ||G_0||`` (``"converged"`` only).
     verdict : optional ``verdict(models (A, k, P), reach (A, k)) -> (A,)`` of -1 / 0 / +1 over the open runs
         (``"converged"`` only): -1 = this run cannot change the trial's verdict (it leaves), +1 = the trial's
@@ -171,7 +188,7 @@ class IFCA(Estimator):
         diverged = np.zeros(R, dtype=bool)
         extra: dict = {}
         if stopping == "converged":
-            models, diverged, extra = self._run_converged(backend, models, lr, R, k, every, labels_runs,
+            models, diverged, extra = self._run_converged(backend, models, lr, R, k, n_init, every, labels_runs,
                                                           objective, monitored)
             self._finish(backend, models, gammas, n_init, R, k, m, diverged, labels_runs, objective, monitored,
                          extra)
@@ -249,39 +266,64 @@ class IFCA(Estimator):
             raise ValueError("stopping='converged' needs a fixed-data backend (regime 'fixed'): with fresh or split "
                              "data every round there is no fixed point")
 
-    def _run_converged(self, backend, models, lr, R, k, every, labels_runs, objective, monitored):
+    def _run_converged(self, backend, models, lr, R, k, n_init, every, labels_runs, objective, monitored):
         """The rounds of ``stopping="converged"``: runs leave a compacted stack once their result is known.
 
-        IFCA journal Alg. 2 (option I) on the open runs only; see the module docstring for the rules.  Returns
-        the final ``(R*k, P)`` stack (each run at the round it left), the diverged mask and the extras.
+        IFCA journal Alg. 2 (option I) on the open runs only; see the module docstring for the rules.  With a
+        ``verdict``, the restarts run in phases of initialisations (:data:`_PHASES`, all step sizes of an
+        initialisation together): once the verdict is known, the runs of later phases are not started (status
+        ``decided``, 0 rounds, their initial models).  Returns the final ``(R*k, P)`` stack (each run at the
+        round it left), the diverged mask and the extras.
         """
-        T, m = self.n_rounds, backend.n_clients
+        T = self.n_rounds
         final = backend.to_numpy(models)  # every run's latest models; open runs are rewritten as they leave
         status = np.full(R, "max_rounds", dtype=object)
         rounds = np.full(R, T, dtype=np.int64)
         diverged = np.zeros(R, dtype=bool)
-        runs = np.arange(R)  # open runs, in stack order
         g0 = np.zeros(R)
         prev_g = np.full(R * k, np.inf)  # each open model row's gradient norm in the previous round
-
-        def choose(L, rows):
-            return _one_hot_argmin(L, k, 1.0 / m)
-
+        held = np.zeros(R, dtype=np.int64)  # rounds each run's identities have not changed
         # per client, how fast its root loss can change with the model (None: no certificate, reach stays inf)
         lip = getattr(backend, "root_loss_lipschitz", lambda: None)()
         closed = None
         if (lip is not None and getattr(backend, "cluster_quadratics", None) is not None
                 and ClosedForm.fits(k, backend.n_params)):
             closed = ClosedForm(backend, k, T, lip, getattr(backend, "root_loss_error", None))
-        held = np.zeros(R, dtype=np.int64)  # rounds each run's identities have not changed
+        lr = np.asarray(lr)
+        phases = [np.arange(R)] if self.verdict is None else _phases(n_init, R // n_init)
+        for i, runs in enumerate(phases):
+            rows = (runs[:, None] * k + np.arange(k)).ravel()
+            if self._run_phase(backend, backend.take(models, rows), lr[rows], runs, R, k, every, labels_runs,
+                               objective, monitored, final, status, rounds, diverged, g0, prev_g, held, lip,
+                               closed):
+                later = np.concatenate(phases[i + 1:]) if i + 1 < len(phases) else np.zeros(0, np.int64)
+                status[later], rounds[later] = "decided", 0
+                break
+        extra = {"run_rounds": rounds, "run_status": status.astype(str)}
+        return _as_stack(backend, final), diverged, extra
+
+    def _run_phase(self, backend, models, lr, runs, R, k, every, labels_runs, objective, monitored, final, status,
+                   rounds, diverged, g0, prev_g, held, lip, closed) -> bool:
+        """The runs ``runs`` from round 0 until each has left (the rules of the module docstring).
+
+        Writes each run's entries of the per-run arrays; returns whether the verdict became known.
+        """
+        T, m = self.n_rounds, backend.n_clients
+        idle_for = np.zeros(len(runs) * k, dtype=np.int64)  # rounds each model row has had no client
+        idle = idle_for > 0
+        L = None
 
         for t in range(T):
             with np.errstate(over="ignore", invalid="ignore"):
-                L, _, G = backend.losses_and_weighted_gradients(models, choose)
+                L, G = _pass_reusing_idle(backend, models, k, idle, L)
                 models = backend.step(models, G, lr)
                 gnorm = np.sqrt(np.einsum("md,md->m", G, G, dtype=np.float64))
             A = len(runs)
             best = group_argmin(L, k)  # (m, A)
+            chosen = np.zeros(A * k, dtype=bool)
+            chosen[(np.arange(A) * k + best).ravel()] = True
+            idle_for = np.where(chosen, 0, idle_for + 1)
+            idle = idle_for >= _IDLE_ROUNDS
             labels_runs[t][runs] = best.T
             obj = np.nan_to_num(L, nan=np.inf).reshape(m, A, k).min(2).mean(0)
             objective[t, runs] = obj
@@ -336,14 +378,16 @@ class IFCA(Estimator):
                 keep = ~leave
                 keep_rows = np.repeat(keep, k)
                 runs = runs[keep]
+                if (verdict == 1).any():
+                    return True
                 if not len(runs):
-                    break
+                    return False
                 models = backend.take(models, np.flatnonzero(keep_rows))
+                idle, idle_for, L = idle[keep_rows], idle_for[keep_rows], L[:, keep_rows]
                 lr = np.asarray(lr)[keep_rows]
         if len(runs):
             final.reshape(R, k, -1)[runs] = backend.to_numpy(models).reshape(len(runs), k, -1)
-        extra = {"run_rounds": rounds, "run_status": status.astype(str)}
-        return _as_stack(backend, final), diverged, extra
+        return False
 
     @staticmethod
     def _solve(closed: ClosedForm, models: np.ndarray, best: np.ndarray, gammas: np.ndarray, wanted: np.ndarray,
@@ -389,6 +433,52 @@ def _one_hot_argmin(L: np.ndarray, k: int, scale: float) -> np.ndarray:
     W = np.zeros((c, M))
     W.reshape(-1)[np.arange(0, c * M, k) + best.reshape(-1)] = scale
     return W
+
+
+def _phases(n_init: int, S: int) -> list[np.ndarray]:
+    """The run indices of each phase (run ``r`` is initialisation ``r // S``, step size ``r % S``)."""
+    out, start = [], 0
+    for size in _PHASES:
+        if start + size >= n_init:
+            break
+        out.append(np.arange(start * S, (start + size) * S))
+        start += size
+    out.append(np.arange(start * S, n_init * S))
+    return out
+
+
+def _pass_reusing_idle(backend, models, k: int, idle: np.ndarray, L_prev: np.ndarray | None):
+    """One round's losses ``(m, M)`` and gradients ``G`` ``(M, P)`` of IFCA's stacked runs (journal Alg. 2, option I).
+
+    A model row in ``idle`` had no client last round, so it got no gradient and did not move: its losses are
+    those of the last round (``L_prev``), and only the other rows are scored on the data.  Each client still
+    chooses among all ``k`` models of every run; an idle model that some client chooses again gets its gradient
+    from one more pass over the data, for that model alone.
+    """
+    m = backend.n_clients
+    if not idle.any():
+        L, _, G = backend.losses_and_weighted_gradients(models, lambda L, rows: _one_hot_argmin(L, k, 1.0 / m))
+        return L, G
+    M = len(idle)
+    act, still = np.flatnonzero(~idle), np.flatnonzero(idle)
+    W_still = np.zeros((m, len(still)))
+
+    def choose(L_act, rows):
+        L_all = np.empty((len(rows), M))
+        L_all[:, act], L_all[:, still] = L_act, L_prev[rows][:, still]
+        W = _one_hot_argmin(L_all, k, 1.0 / m)
+        W_still[rows] = W[:, still]
+        return W[:, act]
+
+    L_act, _, G_act = backend.losses_and_weighted_gradients(backend.take(models, act), choose)
+    L = np.empty((m, M))
+    L[:, act], L[:, still] = L_act, L_prev[:, still]
+    G = np.zeros((M, G_act.shape[1]), dtype=G_act.dtype)
+    G[act] = G_act
+    again = np.flatnonzero(W_still.any(0))
+    if len(again):  # chosen again: their gradients at the unmoved models, in one more pass
+        G[still[again]] = backend.weighted_gradients(backend.take(models, still[again]), W_still[:, again])
+    return L, G
 
 
 def _as_stack(backend, final: np.ndarray):
