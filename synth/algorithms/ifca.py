@@ -40,7 +40,6 @@ Two things make the converged stack cheaper without changing any run's iteration
 * *idle models*: a model no client has chosen for two rounds got no gradient, so it has not moved; its losses
   are those of the last pass and the data pass scores only the other models.  Every client still chooses among
   all ``k`` models of its run; an idle model chosen again gets its gradient from one more pass, for it alone.
-  (In grid b's failing trials of IFCA Fig. 3 about half of the model-rounds are idle.)
 * *phases*: with a ``verdict``, the restarts run in phases of initialisations (``_PHASES``: 3 initialisations,
   all their step sizes, then the rest).  Runs are independent, so a run's iterations do not depend on its
   phase; once the verdict is known (a successful trial, usually within the first phase), the later runs are
