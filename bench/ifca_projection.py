@@ -171,6 +171,7 @@ def _summary(rows: list[dict], protocols: list[str]) -> dict:
 
     s: dict = {"sampled_data_seeds": len(rows), "runs_per_seed": 30, "cores": CORES, "per_grid": {}}
     total = {p: 0.0 for p in protocols}
+    partial: dict[str, list[str]] = {}  # protocol -> grids where some sampled seed lacks it
     for g in GRIDS:
         rs = [r for r in rows if r["grid"] == g]
         if not rs:
@@ -180,6 +181,8 @@ def _summary(rows: list[dict], protocols: list[str]) -> dict:
         for p in protocols:
             # the sampled data seeds stand for all cells x trials of the grid: scale their mean cost
             rp = [r for r in rs if p in r]
+            if len(rp) < len(rs):
+                partial.setdefault(p, []).append(g)
             if not rp:
                 continue
             cpu = sum(r[p]["cpu_seconds"] for r in rp) / len(rp) * cells * rs[0]["trials_per_cell"]
@@ -188,7 +191,9 @@ def _summary(rows: list[dict], protocols: list[str]) -> dict:
             total[p] += cpu / CORES / 3600
         s["per_grid"][g] = {"cells": cells, "sampled_cells": len({r["cell"] for r in rs}),
                             "sampled_data_seeds": len(rs), **per}
-    s["projected_hours_all_grids_on_2_cores"] = total
+    # a protocol run on part of the sample has no total: its grids' means stand on fewer seeds, or are missing
+    s["projected_hours_all_grids_on_2_cores"] = {p: (None if p in partial else h) for p, h in total.items()}
+    s["protocols_on_part_of_the_sample"] = partial
     s["grids_sampled"] = sorted({r["grid"] for r in rows})
     for other in ("fixed", "float64"):
         if other not in protocols:

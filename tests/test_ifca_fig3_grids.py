@@ -89,3 +89,15 @@ def test_projection_agreement_over_several_samples(tmp_path):
                          capture_output=True, text=True, check=True)
     union = json.loads(out.stdout)["agreement_with_other_samples"]
     assert union["inconsistent_seeds"] == [["a", 3, 3]] and union["success_code_rule"]["agree"] == 4
+    # a protocol run on part of the sample: its agreement counts the seeds that have it, and it has no total
+    rows = [row("a", c, c, True, True) for c in range(5)]
+    for r in rows[:2]:
+        r["float64"] = dict(r["converged"])
+    part = write("part.json", rows)
+    out = subprocess.run([sys.executable, script, "--summary-only", "--grids", "a", "--protocols",
+                          "converged,fixed,float64", "--json", part], capture_output=True, text=True, check=True)
+    summary = json.loads(out.stdout)
+    assert summary["agreement_converged_vs_float64_success_code_rule_count"].startswith("2/2 ")
+    assert summary["projected_hours_all_grids_on_2_cores"]["float64"] is None
+    assert summary["projected_hours_all_grids_on_2_cores"]["converged"] == 5 * 20 * 40 / 5 / 2 / 3600
+    assert summary["protocols_on_part_of_the_sample"] == {"float64": ["a"]}

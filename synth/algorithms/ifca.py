@@ -274,7 +274,7 @@ class IFCA(Estimator):
         ``decided``, 0 rounds, their initial models).  Returns the final ``(R*k, P)`` stack (each run at the
         round it left), the diverged mask and the extras.
         """
-        T = self.n_rounds
+        T, m = self.n_rounds, backend.n_clients
         final = backend.to_numpy(models)  # every run's latest models; open runs are rewritten as they leave
         status = np.full(R, "max_rounds", dtype=object)
         rounds = np.full(R, T, dtype=np.int64)
@@ -290,103 +290,100 @@ class IFCA(Estimator):
             closed = ClosedForm(backend, k, T, lip, getattr(backend, "root_loss_error", None))
         lr = np.asarray(lr)
         phases = [np.arange(R)] if self.verdict is None else _phases(n_init, R // n_init)
+
+        def phase(models, lr, runs) -> bool:
+            """The runs ``runs`` from round 0 until each has left (the rules of the module docstring).
+
+            Writes each run's entries of the per-run arrays above; returns whether the verdict became known.
+            """
+            idle_for = np.zeros(len(runs) * k, dtype=np.int64)  # rounds each model row has had no client
+            idle = idle_for > 0
+            L = np.empty((m, 0))  # the last pass's losses (only idle rows are read)
+
+            for t in range(T):
+                with np.errstate(over="ignore", invalid="ignore"):
+                    L, G = _pass_reusing_idle(backend, models, k, idle, L)
+                    models = backend.step(models, G, lr)
+                    gnorm = np.sqrt(np.einsum("md,md->m", G, G, dtype=np.float64))
+                A = len(runs)
+                best = group_argmin(L, k)  # (m, A)
+                chosen = np.zeros(A * k, dtype=bool)
+                chosen[(np.arange(A) * k + best).ravel()] = True
+                idle_for = np.where(chosen, 0, idle_for + 1)
+                idle = idle_for >= _IDLE_ROUNDS
+                labels_runs[t][runs] = best.T
+                obj = np.nan_to_num(L, nan=np.inf).reshape(m, A, k).min(2).mean(0)
+                objective[t, runs] = obj
+                if t == 0:
+                    g0[runs] = np.sqrt((gnorm.reshape(A, k) ** 2).sum(1))
+                bad = ~(obj <= self.divergence_factor * (objective[0, runs] + 1e-300))
+                bad |= ~np.isfinite(gnorm.reshape(A, k)).all(1)
+                stable = (labels_runs[t][runs] == labels_runs[t - 1][runs]).all(1) if t > 0 else np.zeros(A, bool)
+                g_run = np.sqrt((gnorm.reshape(A, k) ** 2).sum(1))
+                converged = ~bad & stable & (g_run <= self.tol * g0[runs])
+                rows = (runs[:, None] * k + np.arange(k)).ravel()
+                if self.monitor is not None and (t % every == 0 or t == T - 1):
+                    self._monitor(backend, models, labels_runs[t][runs], A, k, t, monitored, runs, R)
+                models_np = backend.to_numpy(models).reshape(A, k, -1)
+                held[runs] = np.where(stable, held[runs] + 1, 0)
+                verdict = np.zeros(A, dtype=np.int64)
+                if self.verdict is not None and (~bad).any():
+                    # reach: the furthest each model can still move (module docstring); 0 once converged
+                    monotone = (gnorm <= prev_g[rows]).reshape(A, k).all(1)
+                    step = (np.asarray(lr, dtype=np.float64) * gnorm).reshape(A, k)
+                    reach = step * (T - 1 - t)
+                    reach[~(stable & monotone)] = np.inf
+                    reach = _identity_lock(reach, step, L.reshape(m, A, k), best, lip)
+                    ok = ~bad
+                    verdict[ok] = np.asarray(self.verdict(models_np[ok], reach[ok]), dtype=np.int64)
+                solved = np.zeros(A, dtype=bool)
+                if closed is not None and t < T - 1 and not (verdict == 1).any():
+                    # only runs the verdict still needs: one it has settled cannot change the outcome
+                    wanted = ~bad & (held[runs] >= 2) & (verdict == 0)
+                    solved = self._solve(closed, models_np, best, np.asarray(lr)[::k], wanted, T - 1 - t)
+                    if solved.any() and self.verdict is not None:
+                        # round T's models, exactly: reach 0
+                        again = np.asarray(self.verdict(models_np[solved], np.zeros((int(solved.sum()), k))))
+                        if (again == 1).any():
+                            verdict[:] = 1
+                prev_g[rows] = gnorm
+                if self.verdict is not None:
+                    # a run at its fixed point may still be some distance from where round T would put it (at
+                    # sigma = 0 that gap exceeds the code's 0.001 threshold): with a verdict, only the verdict's
+                    # reach-based bounds may end a run that has not diverged
+                    converged[:] = False
+                leave = bad | converged | solved | (verdict == -1)
+                if (verdict == 1).any():
+                    leave[:] = True
+                if leave.any():
+                    final.reshape(R, k, -1)[runs[leave]] = models_np[leave]
+                    rounds[runs[leave]] = t + 1
+                    diverged[runs[bad]] = True
+                    status[runs[leave]] = np.where(bad[leave], "diverged", np.where(
+                        converged[leave], "converged", np.where(solved[leave], "solved", np.where(
+                            verdict[leave] == -1, "settled", "decided"))))
+                    keep = ~leave
+                    keep_rows = np.repeat(keep, k)
+                    runs = runs[keep]
+                    if (verdict == 1).any():
+                        return True
+                    if not len(runs):
+                        return False
+                    models = backend.take(models, np.flatnonzero(keep_rows))
+                    idle, idle_for, L = idle[keep_rows], idle_for[keep_rows], L[:, keep_rows]
+                    lr = np.asarray(lr)[keep_rows]
+            if len(runs):
+                final.reshape(R, k, -1)[runs] = backend.to_numpy(models).reshape(len(runs), k, -1)
+            return False
+
         for i, runs in enumerate(phases):
             rows = (runs[:, None] * k + np.arange(k)).ravel()
-            if self._run_phase(backend, backend.take(models, rows), lr[rows], runs, R, k, every, labels_runs,
-                               objective, monitored, final, status, rounds, diverged, g0, prev_g, held, lip,
-                               closed):
+            if phase(backend.take(models, rows), lr[rows], runs):
                 later = np.concatenate(phases[i + 1:]) if i + 1 < len(phases) else np.zeros(0, np.int64)
                 status[later], rounds[later] = "decided", 0
                 break
         extra = {"run_rounds": rounds, "run_status": status.astype(str)}
         return _as_stack(backend, final), diverged, extra
-
-    def _run_phase(self, backend, models, lr, runs, R, k, every, labels_runs, objective, monitored, final, status,
-                   rounds, diverged, g0, prev_g, held, lip, closed) -> bool:
-        """The runs ``runs`` from round 0 until each has left (the rules of the module docstring).
-
-        Writes each run's entries of the per-run arrays; returns whether the verdict became known.
-        """
-        T, m = self.n_rounds, backend.n_clients
-        idle_for = np.zeros(len(runs) * k, dtype=np.int64)  # rounds each model row has had no client
-        idle = idle_for > 0
-        L = None
-
-        for t in range(T):
-            with np.errstate(over="ignore", invalid="ignore"):
-                L, G = _pass_reusing_idle(backend, models, k, idle, L)
-                models = backend.step(models, G, lr)
-                gnorm = np.sqrt(np.einsum("md,md->m", G, G, dtype=np.float64))
-            A = len(runs)
-            best = group_argmin(L, k)  # (m, A)
-            chosen = np.zeros(A * k, dtype=bool)
-            chosen[(np.arange(A) * k + best).ravel()] = True
-            idle_for = np.where(chosen, 0, idle_for + 1)
-            idle = idle_for >= _IDLE_ROUNDS
-            labels_runs[t][runs] = best.T
-            obj = np.nan_to_num(L, nan=np.inf).reshape(m, A, k).min(2).mean(0)
-            objective[t, runs] = obj
-            if t == 0:
-                g0[runs] = np.sqrt((gnorm.reshape(A, k) ** 2).sum(1))
-            bad = ~(obj <= self.divergence_factor * (objective[0, runs] + 1e-300))
-            bad |= ~np.isfinite(gnorm.reshape(A, k)).all(1)
-            stable = (labels_runs[t][runs] == labels_runs[t - 1][runs]).all(1) if t > 0 else np.zeros(A, bool)
-            g_run = np.sqrt((gnorm.reshape(A, k) ** 2).sum(1))
-            converged = ~bad & stable & (g_run <= self.tol * g0[runs])
-            rows = (runs[:, None] * k + np.arange(k)).ravel()
-            if self.monitor is not None and (t % every == 0 or t == T - 1):
-                self._monitor(backend, models, labels_runs[t][runs], A, k, t, monitored, runs, R)
-            models_np = backend.to_numpy(models).reshape(A, k, -1)
-            held[runs] = np.where(stable, held[runs] + 1, 0)
-            verdict = np.zeros(A, dtype=np.int64)
-            if self.verdict is not None and (~bad).any():
-                # reach: the furthest each model can still move (module docstring); 0 once converged
-                monotone = (gnorm <= prev_g[rows]).reshape(A, k).all(1)
-                step = (np.asarray(lr, dtype=np.float64) * gnorm).reshape(A, k)
-                reach = step * (T - 1 - t)
-                reach[~(stable & monotone)] = np.inf
-                reach = _identity_lock(reach, step, L.reshape(m, A, k), best, lip)
-                ok = ~bad
-                verdict[ok] = np.asarray(self.verdict(models_np[ok], reach[ok]), dtype=np.int64)
-            solved = np.zeros(A, dtype=bool)
-            if closed is not None and t < T - 1 and not (verdict == 1).any():
-                # only runs the verdict still needs: one it has settled cannot change the outcome
-                wanted = ~bad & (held[runs] >= 2) & (verdict == 0)
-                solved = self._solve(closed, models_np, best, np.asarray(lr)[::k], wanted, T - 1 - t)
-                if solved.any() and self.verdict is not None:
-                    # round T's models, exactly: reach 0
-                    again = np.asarray(self.verdict(models_np[solved], np.zeros((int(solved.sum()), k))))
-                    if (again == 1).any():
-                        verdict[:] = 1
-            prev_g[rows] = gnorm
-            if self.verdict is not None:
-                # a run at its fixed point may still be some distance from where round T would put it (at
-                # sigma = 0 that gap exceeds the code's 0.001 threshold): with a verdict, only the verdict's
-                # reach-based bounds may end a run that has not diverged
-                converged[:] = False
-            leave = bad | converged | solved | (verdict == -1)
-            if (verdict == 1).any():
-                leave[:] = True
-            if leave.any():
-                final.reshape(R, k, -1)[runs[leave]] = models_np[leave]
-                rounds[runs[leave]] = t + 1
-                diverged[runs[bad]] = True
-                status[runs[leave]] = np.where(bad[leave], "diverged", np.where(
-                    converged[leave], "converged", np.where(solved[leave], "solved", np.where(
-                        verdict[leave] == -1, "settled", "decided"))))
-                keep = ~leave
-                keep_rows = np.repeat(keep, k)
-                runs = runs[keep]
-                if (verdict == 1).any():
-                    return True
-                if not len(runs):
-                    return False
-                models = backend.take(models, np.flatnonzero(keep_rows))
-                idle, idle_for, L = idle[keep_rows], idle_for[keep_rows], L[:, keep_rows]
-                lr = np.asarray(lr)[keep_rows]
-        if len(runs):
-            final.reshape(R, k, -1)[runs] = backend.to_numpy(models).reshape(len(runs), k, -1)
-        return False
 
     @staticmethod
     def _solve(closed: ClosedForm, models: np.ndarray, best: np.ndarray, gammas: np.ndarray, wanted: np.ndarray,
@@ -446,7 +443,7 @@ def _phases(n_init: int, S: int) -> list[np.ndarray]:
     return out
 
 
-def _pass_reusing_idle(backend, models, k: int, idle: np.ndarray, L_prev: np.ndarray | None):
+def _pass_reusing_idle(backend, models, k: int, idle: np.ndarray, L_prev: np.ndarray):
     """One round's losses ``(m, M)`` and gradients ``G`` ``(M, P)`` of IFCA's stacked runs (journal Alg. 2, option I).
 
     A model row in ``idle`` had no client last round, so it got no gradient and did not move: its losses are
@@ -454,11 +451,7 @@ def _pass_reusing_idle(backend, models, k: int, idle: np.ndarray, L_prev: np.nda
     chooses among all ``k`` models of every run; an idle model that some client chooses again gets its gradient
     from one more pass over the data, for that model alone.
     """
-    m = backend.n_clients
-    if not idle.any():
-        L, _, G = backend.losses_and_weighted_gradients(models, lambda L, rows: _one_hot_argmin(L, k, 1.0 / m))
-        return L, G
-    M = len(idle)
+    m, M = backend.n_clients, len(idle)
     act, still = np.flatnonzero(~idle), np.flatnonzero(idle)
     W_still = np.zeros((m, len(still)))
 
