@@ -214,25 +214,30 @@ def _summary(rows: list[dict], protocols: list[str]) -> dict:
     return s
 
 
-def _lower_95(agree: int, n: int) -> float:
-    """One-sided 95 % exact (Clopper-Pearson) lower bound on an agreement rate: ``agree`` of ``n``."""
+def _lower_95(agree: int, n: int, alpha: float = 0.05) -> float:
+    """One-sided exact (Clopper-Pearson) lower bound, level ``1 - alpha``, on an agreement rate: ``agree`` of ``n``."""
     from scipy.stats import beta
 
-    return float(beta.ppf(0.05, agree, n - agree + 1)) if agree else 0.0
+    return float(beta.ppf(alpha, agree, n - agree + 1)) if agree else 0.0
 
 
 def _union_agreement(rows: list[dict], others: list[list[dict]], names: list[str]) -> dict:
     """Converged-vs-fixed agreement over the distinct data seeds of this sample and ``others``.
 
     A seed in several files counts once; its verdicts must be the same in each (the protocols are deterministic),
-    else it is listed as inconsistent and counted as a disagreement.
+    else it is listed as inconsistent and counted as a disagreement.  The pooled bound treats the seeds as one
+    sample; where grids are sampled unevenly, ``grid_weighted_lower_95`` bounds the agreement over all the grids'
+    data seeds: each grid's exact bound at level ``1 - 0.05 / grids`` (all hold at once with probability at least
+    95 %), weighted by the grid's number of data seeds.
     """
     seen: dict[tuple, dict] = {}
     inconsistent = []
+    size: dict[str, int] = {}  # grid -> its data seeds (cells x trials): the weights of the grid-weighted bound
     for r in [*rows, *(r for trials in others for r in trials)]:
         if "converged" not in r or "fixed" not in r:
             continue
         key = (r["grid"], r["cell"], r["trial"])
+        size[r["grid"]] = r["cells_in_grid"] * r["trials_per_cell"]
         verdicts = {(p, v): r[p][v] for p in ("converged", "fixed") for v in VERDICTS}
         if key in seen and seen[key] != verdicts:
             inconsistent.append(key)
@@ -241,18 +246,30 @@ def _union_agreement(rows: list[dict], others: list[list[dict]], names: list[str
                  "per_grid_data_seeds": {g: sum(k[0] == g for k in seen) for g in GRIDS},
                  "inconsistent_seeds": [list(k) for k in inconsistent]}
     for v in VERDICTS:
-        agree = sum(s[("converged", v)] == s[("fixed", v)] and k not in inconsistent for k, s in seen.items())
+        ok = {k: s[("converged", v)] == s[("fixed", v)] and k not in inconsistent for k, s in seen.items()}
+        agree = sum(ok.values())
         lower = _lower_95(agree, len(seen))
-        out[v] = {"agree": agree, "of": len(seen), "lower_95_one_sided": lower, "meets_99.5_percent": lower >= 0.995}
+        per_grid = {}
+        for g in size:
+            n_g = sum(k[0] == g for k in ok)
+            a_g = sum(good for k, good in ok.items() if k[0] == g)
+            # Bonferroni over the grids: every grid's bound holds at once with probability >= 95 %
+            per_grid[g] = {"agree": a_g, "of": n_g, "lower_95_one_sided": _lower_95(a_g, n_g),
+                           "lower_simultaneous": _lower_95(a_g, n_g, 0.05 / len(size))}
+        weighted = sum(size[g] * per_grid[g]["lower_simultaneous"] for g in size) / sum(size.values())
+        out[v] = {"agree": agree, "of": len(seen), "lower_95_one_sided": lower, "meets_99.5_percent": lower >= 0.995,
+                  "per_grid": per_grid, "grid_weighted_lower_95": weighted}
     return out
 
 
 def _write(out: Path, rows, summary=None, seconds=None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
+    # a note on how the file's protocols were filled in survives the invocations that resume it
+    kept = json.loads(out.read_text()).get("provenance") if out.exists() else None
     doc = {"command": "python bench/ifca_projection.py " + " ".join(sys.argv[1:]),
            "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
                        "load_average_at_write": os.getloadavg()},
-           "seconds": seconds, "summary": summary, "trials": rows}
+           "seconds": seconds, "summary": summary, "trials": rows, **({"provenance": kept} if kept else {})}
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=1))
     tmp.replace(out)

@@ -67,7 +67,8 @@ def main(argv=None) -> int:
     for k, v in summary.items():
         print(f"{k:14s} {v['all']:8d} {v['all'] / total:6.1%}  " + "  ".join(
             f"{v.get(s, 0):10d}" for s in ENDS))
-    (ROOT / args.json).write_text(json.dumps({"command": "python bench/ifca_run_status.py", "sample": args.sample,
+    command = " ".join(["python bench/ifca_run_status.py", *sys.argv[1:]])
+    (ROOT / args.json).write_text(json.dumps({"command": command, "sample": args.sample,
                                            "run_rounds": summary, "trials": runs}, indent=1))
     return 0
 

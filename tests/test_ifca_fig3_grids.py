@@ -83,6 +83,19 @@ def test_projection_agreement_over_several_samples(tmp_path):
     # Clopper-Pearson: the rate p at which 6 or more agreements of 7 have probability 0.05
     p = rule["lower_95_one_sided"]
     assert abs(7 * p**6 * (1 - p) + p**7 - 0.05) < 1e-9
+    # one grid: its simultaneous bound is the pooled one, and the weighted bound is that grid's
+    assert rule["per_grid"]["a"]["of"] == 7 and rule["per_grid"]["a"]["lower_simultaneous"] == p
+    assert rule["grid_weighted_lower_95"] == p
+    # two grids sampled unevenly (grid b: 2 seeds of 800, all agreeing): each grid's bound at level 1 - 0.05/2,
+    # weighted by the grids' sizes, far below the pooled bound of 9 agreements in 9
+    two = write("two.json", [row("a", c, c, True, True) for c in range(7)] + [row("b", c, c, True, True)
+                                                                                for c in range(2)])
+    out = subprocess.run([sys.executable, script, "--summary-only", "--grids", "a,b", "--protocols",
+                          "converged,fixed", "--json", two, "--agreement-with", two],
+                         capture_output=True, text=True, check=True)
+    rule = json.loads(out.stdout)["agreement_with_other_samples"]["success_code_rule"]
+    assert abs(rule["lower_95_one_sided"] - 0.05 ** (1 / 9)) < 1e-12
+    assert abs(rule["grid_weighted_lower_95"] - (0.025 ** (1 / 7) + 0.025 ** (1 / 2)) / 2) < 1e-12
     clash = write("clash.json", [row("a", 3, 3, False, True)])
     out = subprocess.run([sys.executable, script, "--summary-only", "--grids", "a", "--protocols",
                           "converged,fixed", "--json", main, "--agreement-with", clash],
