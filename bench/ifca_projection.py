@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import sys
@@ -215,10 +216,11 @@ def _summary(rows: list[dict], protocols: list[str]) -> dict:
 
 
 def _lower_95(agree: int, n: int, alpha: float = 0.05) -> float:
-    """One-sided exact (Clopper-Pearson) lower bound, level ``1 - alpha``, on an agreement rate: ``agree`` of ``n``."""
-    from scipy.stats import beta
+    """One-sided exact (Clopper-Pearson) lower bound, level ``1 - alpha``, on an agreement rate: ``agree`` of ``n``
+    (the lower end of the two-sided interval at confidence ``1 - 2 alpha``)."""
+    from synth.intervals import clopper_pearson
 
-    return float(beta.ppf(alpha, agree, n - agree + 1)) if agree else 0.0
+    return float(clopper_pearson(agree, n, 1.0 - 2.0 * alpha)[0])
 
 
 def _union_agreement(rows: list[dict], others: list[list[dict]], names: list[str]) -> dict:
@@ -259,6 +261,9 @@ def _union_agreement(rows: list[dict], others: list[list[dict]], names: list[str
         weighted = sum(size[g] * per_grid[g]["lower_simultaneous"] for g in size) / sum(size.values())
         out[v] = {"agree": agree, "of": len(seen), "lower_95_one_sided": lower, "meets_99.5_percent": lower >= 0.995,
                   "per_grid": per_grid, "grid_weighted_lower_95": weighted}
+    # with every seed agreeing, a grid's simultaneous bound is (0.05 / grids)^(1 / n): the n it takes to reach 0.995
+    out["all_agreeing_seeds_per_grid_for_weighted_99.5"] = (
+        math.ceil(math.log(0.05 / len(size)) / math.log(0.995)) if size else None)
     return out
 
 

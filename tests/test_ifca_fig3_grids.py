@@ -93,9 +93,13 @@ def test_projection_agreement_over_several_samples(tmp_path):
     out = subprocess.run([sys.executable, script, "--summary-only", "--grids", "a,b", "--protocols",
                           "converged,fixed", "--json", two, "--agreement-with", two],
                          capture_output=True, text=True, check=True)
-    rule = json.loads(out.stdout)["agreement_with_other_samples"]["success_code_rule"]
+    union = json.loads(out.stdout)["agreement_with_other_samples"]
+    rule = union["success_code_rule"]
     assert abs(rule["lower_95_one_sided"] - 0.05 ** (1 / 9)) < 1e-12
     assert abs(rule["grid_weighted_lower_95"] - (0.025 ** (1 / 7) + 0.025 ** (1 / 2)) / 2) < 1e-12
+    # two grids: the fewest all-agreeing seeds per grid whose simultaneous bound reaches 0.995
+    need = union["all_agreeing_seeds_per_grid_for_weighted_99.5"]
+    assert 0.025 ** (1 / need) >= 0.995 > 0.025 ** (1 / (need - 1))
     clash = write("clash.json", [row("a", 3, 3, False, True)])
     out = subprocess.run([sys.executable, script, "--summary-only", "--grids", "a", "--protocols",
                           "converged,fixed", "--json", main, "--agreement-with", clash],
@@ -114,3 +118,22 @@ def test_projection_agreement_over_several_samples(tmp_path):
     assert summary["projected_hours_all_grids_on_2_cores"]["float64"] is None
     assert summary["projected_hours_all_grids_on_2_cores"]["converged"] == 5 * 20 * 40 / 5 / 2 / 3600
     assert summary["protocols_on_part_of_the_sample"] == {"float64": ["a"]}
+
+
+def test_projection_file_keeps_its_provenance_when_rewritten(tmp_path):
+    """A resumed projection rewrites its JSON after every trial; the note on how its protocols were filled in stays."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "ifca_projection.py"
+    spec = importlib.util.spec_from_file_location("ifca_projection", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "p.json"
+    bench._write(out, [{"grid": "a"}])
+    assert "provenance" not in json.loads(out.read_text())
+    out.write_text(json.dumps({**json.loads(out.read_text()), "provenance": "fixed at commit X"}))
+    bench._write(out, [{"grid": "a"}, {"grid": "b"}])
+    doc = json.loads(out.read_text())
+    assert doc["provenance"] == "fixed at commit X" and len(doc["trials"]) == 2
