@@ -83,3 +83,24 @@ def test_bad_hyper_parameters_name_the_parameter():
                          ({"head_step_size": 0.0}, "head_step_size"), ({"step_size": 0.0}, "step_size")]:
         with pytest.raises(ValueError, match=name):
             FedPAC(**kwargs).fit(train)
+
+
+def test_each_head_is_the_alpha_weighted_combination_of_the_trained_heads():
+    # Xu et al. Sec. 4, classifier collaboration: psi_i <- sum_j alpha_ij psi_j over the heads after local
+    # training, alpha from the statistics at the received extractor.  One round recomputed stage by stage.
+    fed = build_federation("digits-label-skew-2", 8, 16, np.random.default_rng(0), n_test=8)
+    train, _ = fed.backends(fed.model("mlp", dtype=torch.float64), batch_size=None, seed=1)
+    w0 = train.to_numpy(train.init_models(1, "default", np.random.default_rng(3)))
+    est = FedPAC(n_rounds=1, local_steps=3, step_size=0.2, init=w0, random_state=0).fit(train)
+    m, head = fed.n_clients, train.head_mask()
+    train.at_round(0)
+    start = train.take(train.from_numpy(w0), np.zeros(m, dtype=np.int64))
+    alpha = collaboration_weights(*feature_statistics(*train.class_statistics(start, np.arange(m))))
+    trained = train.aligned_update(start, np.arange(m), 3, 0.2, None, 0.0, "head")
+    trained = train.aligned_update(trained, np.arange(m), 3, 0.2, None, 1.0, "body")
+    heads = train.to_numpy(trained)[:, head]
+    np.testing.assert_allclose(est.combination_weights_, alpha, rtol=0, atol=1e-12)
+    # the instance separates the combination from its alternatives: no collaboration, or alpha transposed
+    assert np.abs(alpha @ heads - heads).max() > 1e-2
+    assert np.abs(alpha @ heads - alpha.T @ heads).max() > 1e-3
+    np.testing.assert_allclose(est.models_[:, head], alpha @ heads, rtol=0, atol=1e-10)
