@@ -22,12 +22,17 @@ time) used by the tests to show both paths give the same models.
 Local training
 --------------
 ``local_update`` runs ``steps`` steps of plain SGD (IFCA, SR-FCA) or Adam
-(CLoVE Sec. 5; fresh moments every call) on full-batch gradients
-(``batch_size=None``, IFCA's MNIST code) or on minibatches.  Minibatches come
-from one random permutation per client per call, drawn from a CPU
-``torch.Generator`` seeded by ``(seed, round, call)``: the draws depend on the
-round index only, so a resumed run replays them exactly, and they are the
-same on every device.
+(CLoVE Sec. 5; fresh moments every call, as a client's optimiser is created
+afresh every round) on full-batch gradients (``batch_size=None``, IFCA's MNIST
+code) or on minibatches.  Minibatches come from one random permutation per
+client per call, drawn from a CPU ``torch.Generator`` seeded by
+``(seed, round, call)``: the draws depend on the round index only, so a
+resumed run replays them exactly, and they are the same on every device.
+An algorithm that interleaves its own update between local steps (FedSoft's
+and FeSEM's proximal pull) calls ``local_update`` one step at a time with a
+``state`` dict: Adam's moments, its step count and the minibatch order then
+carry over from call to call within the round, so ``k`` calls of one step
+equal one call of ``k`` steps.
 
 IFCA weight sharing (IFCA journal Sec. IV-C, Fig. 2)
 -----------------------------------------------------
@@ -82,6 +87,8 @@ class TorchBackend:
     """
 
     default_init = "default"
+    # local_update takes a ``state`` dict that carries the optimiser across calls (see the module docstring)
+    carries_local_state = True
 
     def __init__(self, model: FunctionalModel, X: torch.Tensor, y: torch.Tensor | None = None,
                  n_samples=None, *, batch_size: int | None = None, optimizer: str = "sgd", batched: bool = True,
@@ -278,8 +285,13 @@ class TorchBackend:
             out[sl] = vmap(g_fn)(theta[sl], self.X[rows], self.y[rows], self.w[rows])
         return out
 
-    def local_update(self, models, labels, steps: int, lr, clients=None):
-        """Each selected client runs ``steps`` local steps from ``models[labels[i]]``: ``(c, P)``."""
+    def local_update(self, models, labels, steps: int, lr, clients=None, state: dict | None = None):
+        """Each selected client runs ``steps`` local steps from ``models[labels[i]]``: ``(c, P)``.
+
+        ``state``: ``None`` (a fresh optimiser) or a dict passed to consecutive calls on the same clients within
+        a round, empty at the first; it keeps Adam's moments and step count and the minibatch order, so the
+        steps of several calls continue one optimiser run (``k`` calls of one step equal one call of ``k``).
+        """
         steps = check_int("steps", steps, low=0)
         models = self.from_numpy(models)
         labels = np.asarray(labels, dtype=np.int64)
@@ -288,17 +300,46 @@ class TorchBackend:
             raise ValueError(f"labels must hold one model index per selected client ({len(idx)}), got {len(labels)}")
         theta = models[torch.as_tensor(labels, device=self.device)].clone()
         lr_rows = self._lr_rows(lr, models.shape[0], labels)
-        batches = self._draw_batches(idx, steps)
+        batches, moments, done = self._resume(state, idx, steps)
         if not self.batched:
             for a in range(len(idx)):  # looped reference path
                 sl = slice(a, a + 1)
-                theta[sl] = self._train(theta[sl], idx[sl], lr_rows[sl], steps, batches, sl, vectorised=False)
-            return theta
-        B = self.X.shape[1] if self.batch_size is None else self.batch_size
-        state = (5.0 if self.optimizer == "adam" else 3.0) * self.n_params * self.X.element_size()
-        for sl in self._chunks(len(idx), B * self._per_sample_bytes() + 2 * state, state):
-            theta[sl] = self._train(theta[sl], idx[sl], lr_rows[sl], steps, batches, sl, vectorised=True)
+                theta[sl] = self._train(theta[sl], idx[sl], lr_rows[sl], steps, batches, sl, vectorised=False,
+                                        moments=self._rows(moments, sl), done=done)
+        else:
+            B = self.X.shape[1] if self.batch_size is None else self.batch_size
+            per = (5.0 if self.optimizer == "adam" else 3.0) * self.n_params * self.X.element_size()
+            for sl in self._chunks(len(idx), B * self._per_sample_bytes() + 2 * per, per):
+                theta[sl] = self._train(theta[sl], idx[sl], lr_rows[sl], steps, batches, sl, vectorised=True,
+                                        moments=self._rows(moments, sl), done=done)
+        if state is not None:
+            state["steps"] = done + steps
         return theta
+
+    def _resume(self, state, idx: torch.Tensor, steps: int):
+        """``(batches, moments, steps done)`` of a ``local_update`` call: fresh, or continued from ``state``."""
+        if state is None:
+            return self._draw_batches(idx, steps), None, 0
+        if not isinstance(state, dict):
+            raise TypeError(f"state must be None or a dict, got {type(state).__name__}")
+        clients = idx.cpu().numpy()
+        if not state:  # the first call: one minibatch order and one set of moments for the whole run
+            state["clients"] = clients
+            state["batches"] = self._draw_batches(idx, max(steps, 1))
+            params = self.model.split(torch.zeros((len(idx), self.n_params), dtype=self.dtype, device=self.device))
+            state["moments"] = None if self.optimizer != "adam" else (
+                params, {n: torch.zeros_like(p) for n, p in params.items()})
+            state["steps"] = 0
+        elif not np.array_equal(state.get("clients"), clients):
+            raise ValueError("state belongs to another set of clients; pass a new dict ({}) for these clients")
+        return state["batches"], state["moments"], state["steps"]
+
+    @staticmethod
+    def _rows(moments, sl: slice):
+        """Views of the rows ``sl`` of Adam's moments (updated in place by ``_train``), or None."""
+        if moments is None:
+            return None
+        return tuple({n: v[sl] for n, v in part.items()} for part in moments)
 
     def _draw_batches(self, idx: torch.Tensor, steps: int):
         """Per-client sample order for minibatch SGD: ``(perm (c, n_max), n (c,))``, or None for full batch."""
@@ -319,19 +360,25 @@ class TorchBackend:
         wb = torch.full(ib.shape, 1.0 / B, dtype=self.dtype, device=self.device)
         return self.X[r, ib], self.y[r, ib], wb
 
-    def _train(self, theta, rows, lr, steps, batches, sl, vectorised: bool):
-        """``steps`` SGD or Adam steps of a chunk of clients; parameters stay unflattened (no split/cat per step)."""
+    def _train(self, theta, rows, lr, steps, batches, sl, vectorised: bool, moments=None, done: int = 0):
+        """``steps`` SGD or Adam steps of a chunk of clients; parameters stay unflattened (no split/cat per step).
+
+        ``moments``: Adam's ``(m1, m2)`` of the chunk, continued in place, after ``done`` earlier steps.
+        """
         g_fn = grad(self.model.weighted_loss_params)
         g_fn = vmap(g_fn) if vectorised else _one_client(g_fn)
         params = self.model.split(theta)
         full = (self.X[rows], self.y[rows], self.w[rows]) if batches is None else None
         adam = self.optimizer == "adam"
         if adam:
-            m1 = {n: torch.zeros_like(p) for n, p in params.items()}
-            m2 = {n: torch.zeros_like(p) for n, p in params.items()}
+            if moments is None:
+                m1 = {n: torch.zeros_like(p) for n, p in params.items()}
+                m2 = {n: torch.zeros_like(p) for n, p in params.items()}
+            else:
+                m1, m2 = moments
             b1, b2 = self.adam_betas
         rates = {n: lr.view(-1, *[1] * (p.dim() - 1)) for n, p in params.items()}
-        for s in range(steps):
+        for s in range(done, done + steps):
             xb, yb, wb = full if batches is None else self._batch(batches, sl, rows, s)
             g = g_fn(params, xb, yb, wb)
             for n, p in params.items():  # loop over parameter tensors; in place, so a chunk stays in cache

@@ -39,7 +39,9 @@ def proximal_local_update(backend: ModelBackend, start: Models, anchors: Models,
     The proximal local objective of FedSoft (Eq. (4): ``mu_i = lambda sum_s u_is`` and ``a_i`` the
     ``u``-weighted mean of the centres, which has the same gradient) and of FedProx/FeSEM.  Composed from
     backend operations, one step at a time: ``w <- (w - lr grad f_i(w)) - lr mu_i (w - a_i)``.  Exact for
-    (minibatch) gradient descent; with the torch backend's Adam the proximal pull is a decoupled step.
+    (minibatch) gradient descent.  With the torch backend's Adam the proximal pull is a decoupled step after each
+    Adam step, and the optimiser's moments, step count and minibatch order carry over from step to step (the
+    backend's ``state``; a fresh optimiser at every step would make each step ``lr sign(grad)``).
     """
     c = int(start.shape[0])
     rows = np.arange(c)
@@ -47,8 +49,10 @@ def proximal_local_update(backend: ModelBackend, start: Models, anchors: Models,
     if not np.any(mu):
         return backend.local_update(start, rows, steps, lr, clients)
     W = start
+    # one optimiser run over the steps where the backend can carry it (Adam's moments; SGD has no state)
+    carry = {"state": {}} if getattr(backend, "carries_local_state", False) else {}
     for _ in range(steps):  # loop over local steps; every client moves at once
-        half = backend.local_update(W, rows, 1, lr, clients)
+        half = backend.local_update(W, rows, 1, lr, clients, **carry)
         W = backend.step(half, W - anchors, lr * mu)
     return W
 
