@@ -142,6 +142,13 @@ def test_principal_angles_are_sign_invariant_and_exact():
 
 
 # ---------------------------------------------------------------------------------------------- FlexCFL
+def test_flexcfl_pretraining_default_is_the_authors_fedgroup_value():
+    # morningD/FlexCFL flearn/trainer/fedgroup.py: every call site is Client.pretrain(..., iterations=50)
+    from synth.experiment import PARAMS
+
+    assert FlexCFL().pretrain_steps == 50 == PARAMS["flexcfl_pretrain"].default
+
+
 def test_flexcfl_groups_by_decomposed_cosine_and_cold_starts_newcomers():
     """Duan et al. Sec. 4.2-4.3: 4 clients (alpha = 2 per group) are grouped by EDC, the other 16 join by cold
     start; both must be right on a separated MLR (30/30 seeds measured at K = 3 with alpha = 20)."""

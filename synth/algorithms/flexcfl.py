@@ -24,7 +24,10 @@ predecessor, is the same grouping).
   --theta sphere --delta 1 --rounds 20 --flexcfl-migration yes``: see tests/test_clustered_extra.py).
 
 The authors' code (github morningD/FlexCFL, ``flearn/trainer/fedgroup.py``, the code CLoVE ran) clusters the
-decomposed cosine similarities with k-means, as here, and uses ``alpha = 20``.
+decomposed cosine similarities with k-means, as here, and uses ``alpha = 20`` (``utils/trainer_utils.py``,
+``pretrain_scale``).  Its pre-training is ``Client.pretrain(self.init_params, iterations=50)`` at every call
+site (the grouping, the random-centre variant and the cold start; the method's own default of 20 is never
+used), ``iterations`` being minibatch steps: hence ``pretrain_steps = 50``.
 """
 
 from __future__ import annotations
@@ -76,7 +79,8 @@ class FlexCFL(Estimator):
     ----------
     n_clusters : K, the number of groups.
     alpha : pre-training clients per group for the grouping (``alpha K`` clients, at most all; the code: 20).
-    pretrain_steps : local steps of a pre-training (>= 1; the authors' ``Client.pretrain``: 20 iterations).
+    pretrain_steps : local steps of a pre-training (>= 1; the authors' FedGroup trainer calls
+        ``Client.pretrain`` with 50 iterations).
     eta : inter-group aggregation rate (>= 0; 0 = none).
     migration : move clients whose update points to another group (model-based; see the module docstring).
     migration_margin : how much closer (in ``(1 - cos)/2``) another group must be, in [0, 1].
@@ -101,7 +105,7 @@ class FlexCFL(Estimator):
         "init": [String(), Array((1, 2))],  # the one auxiliary global model w_0
     }
 
-    def __init__(self, n_clusters: int = 2, alpha: int = 20, pretrain_steps: int = 20, eta: float = 0.0,
+    def __init__(self, n_clusters: int = 2, alpha: int = 20, pretrain_steps: int = 50, eta: float = 0.0,
                  migration: bool = False, migration_margin: float = 0.05, n_rounds: int = 100,
                  step_size: float = 0.1, local_steps: int = 10, participation: float = 1.0, init="different",
                  random_state=None, monitor: Monitor | None = None):
