@@ -57,6 +57,17 @@ def _parser(targets):
                              "linkage (default: Sattler et al.'s reference values; reduced sizes warm up for a "
                              "quarter of the rounds)")
     parser.add_argument("--progress", action="store_true", help="progress bars on stderr")
+    camp = parser.add_argument_group("paper-scale campaign (figures/measured/campaign.csv; see figures/campaign.py)")
+    camp.add_argument("--campaign", default=None, choices=["plan", "run"],
+                      help="plan: time every real-data cell not timed yet at the paper's setting and write the "
+                           "manifest; run: then run the queued cells' runs at the paper's setting, one JSON per run "
+                           "under figures/measured/<folder>/ (resumable: rerun the same command)")
+    camp.add_argument("--budget-hours", dest="budget_hours", default=None, metavar="H",
+                      help="CPU-hours the campaign may spend in all, stored runs included (default: 40)")
+    camp.add_argument("--hours", default=None, metavar="H",
+                      help="with --campaign run: start no run after H hours of wall time (default: no limit)")
+    camp.add_argument("--cells", default=None, metavar="TEXT,...",
+                      help="with --campaign: only the cells whose name contains one of these strings")
     return parser
 
 
@@ -129,6 +140,8 @@ def _main(argv) -> int:
     targets = load_targets()
     args = _parser(targets).parse_args(argv)
     n_jobs = _n_jobs(args.n_jobs)
+    if args.campaign is not None:
+        return _campaign(args, n_jobs, argv)
     names = _names(args, targets)
     if args.scheduler is not None and args.backend != "dask":
         raise UsageError("paper_repro.py: error: --scheduler needs --backend dask")
@@ -183,6 +196,42 @@ def _main(argv) -> int:
     report = _assemble(ctx, targets, time.perf_counter() - start_all, n_jobs)
     print(f"report: {report}")
     return 1 if failed else 0
+
+
+def _hours(flag: str, text: str | None, default: float | None) -> float | None:
+    from synth.cli import UsageError
+
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise UsageError(f"paper_repro.py: error: {flag} must be a number of hours in (0, inf), got {text!r}")
+    return value
+
+
+def _campaign(args, n_jobs: int, argv) -> int:
+    """``--campaign plan | run`` (figures/campaign.py): the manifest, and the paper-scale runs."""
+    import shlex
+
+    from figures import campaign
+
+    budget = _hours("--budget-hours", args.budget_hours, campaign.BUDGET_HOURS)
+    hours = _hours("--hours", args.hours, None)
+    only = [c.strip() for c in args.cells.split(",") if c.strip()] if args.cells else None
+    if n_jobs == -1:
+        n_jobs = os.cpu_count() or 1
+    command = "python paper_repro.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    if args.campaign == "run":
+        campaign.run_campaign(budget, n_jobs, data_dir=args.data_dir, only=only, hours=hours, command=command,
+                              log=lambda m: print(m, flush=True))
+    path, text = campaign.refresh(budget, data_dir=args.data_dir, only=only, command=command,
+                                  measure_missing=True, log=lambda m: print(m, flush=True))
+    print(text)
+    print(f"manifest: {path}")
+    return 0
 
 
 def _target_context(ctx, target):

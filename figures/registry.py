@@ -59,6 +59,11 @@ class Context:
     replot: bool = False
     # the target being run (set by the registry): recorded in the stores it writes, so they can be re-plotted
     target: str | None = None
+    # read the runs from the campaign's one-JSON-per-run folders under this directory instead of running them
+    # (figures.campaign): a run not stored there is a "missing" record, never computed
+    stored: Path | None = None
+    # with ``stored``: every run a target asks for is appended here (figures.campaign.RunRequest)
+    requests: list | None = None
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)

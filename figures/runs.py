@@ -70,6 +70,10 @@ def run_spec(ctx: Context, spec: ExperimentSpec, trial_fn: Callable[[dict, int],
 def _run(ctx: Context, folder: str, trial_fn: Callable, spec: ExperimentSpec, points: list[dict],
          desc: str | None) -> list[dict[str, Any]]:
     trials, seed = spec.trials, spec.seed
+    if ctx.stored is not None:
+        from .campaign import stored_records as campaign_records
+
+        return campaign_records(ctx, folder, spec, trial_fn)
     store = ctx.folder(folder) / f"store-{ctx.size}"
     if ctx.replot:
         return stored_records(store, spec)

@@ -44,6 +44,9 @@ PARAMS: dict[str, Param] = {
     "n_per_client": Param("int", 100, "training samples per client n (a cap for LEAF users)", low=1),
     "n_test": Param("int", None, "test samples per client (default: n, limited by the test pool)", low=1),
     "clusters": Param("int", None, "true clusters K of the partition (default: the partition's own)", low=1),
+    "draw": Param("str", "disjoint", "amazon only: disjoint clients, or overlap (each client draws its reviews "
+                  "independently from its domain, as CLoVE's 1,000 reviews per client need)",
+                  choices=("disjoint", "overlap")),
     "alpha": Param("float", 0.5, "Dirichlet concentration of the dirichlet partition", low=0.0,
                    low_inclusive=False),
     "n_clusters": Param("int", None, "cluster models k of the algorithm (default: K, or 3 without ground truth)",
@@ -132,7 +135,8 @@ def _federation_that_fits(p: dict[str, Any], data_ss: np.random.SeedSequence, ex
     while True:
         try:  # the same data seed on every attempt: the result depends on the parameters only
             fed = build_federation(p["dataset"], p["clients"], n, np.random.default_rng(data_ss), n_test=p["n_test"],
-                                   clusters=p["clusters"], alpha=p["alpha"], task=p["task"], data_dir=p["data_dir"])
+                                   clusters=p["clusters"], alpha=p["alpha"], task=p["task"], data_dir=p["data_dir"],
+                                   draw=p["draw"])
         except PoolTooSmallError as exc:
             if explicit_n or n <= 1:
                 raise

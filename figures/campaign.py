@@ -1,0 +1,688 @@
+"""The paper-scale campaign: every published real-data number, the runs at the paper's own setting behind it, their
+cost measured on this machine, and a resumable runner (``python paper_repro.py --campaign plan | run``).
+
+The runs are those the registered neural-network targets ask for at ``--full`` (their points, seeds and trial
+functions, unchanged): :func:`collect` runs every target with ``Context(size="full", stored=...)``, under which
+:func:`figures.runs.run_points` reads each run from this module's store instead of computing it
+(:func:`stored_records`) and logs the request.  The store is one JSON per run,
+``figures/measured/<folder>/<algo>-<key>.json``, keyed by the run's folder, point and seed (so a run is found again
+whatever the order of the target's points), holding the target's record and the run's provenance: command,
+commit, device, seed, wall and CPU time, load.
+
+A *cell* is one data set at one setting (say CLoVE's Amazon runs, or IFCA Table I at (m, n) = (2400, 100)): the runs
+of one folder, data set and number of clients.  Every published number of ``figures/published/tables.csv`` belongs
+to one cell (:func:`cell_of`); the manifest (``figures/measured/campaign.csv``) lists them with the cell's setting,
+its measured seconds per round, its CPU-hours for the paper's seeds and for a minimal test, and a status:
+
+* ``stored`` -- the minimal test's runs are all stored;
+* ``queued`` -- it fits the campaign's CPU budget (cells taken by published numbers per CPU-hour, best first);
+* ``needs a GPU`` -- its minimal test does not fit what is left of the budget;
+* ``data not available`` -- a data set the data directory does not hold (CIFAR-10; AG News' train split).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import platform
+import re
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from synth.montecarlo import trial_seed
+from synth.spec import callable_name
+from synth.store import StoreError, write_json_atomic, write_text_atomic
+
+from .published import Published, tables
+from .registry import Context
+
+__all__ = ["BUDGET_HOURS", "Cell", "HERE", "RunRequest", "cell_of", "cells", "collect", "load_run", "manifest_rows",
+           "minimal_seeds", "plan", "run_campaign", "stored_records", "write_manifest"]
+
+HERE = Path(__file__).parent / "measured"
+TIMINGS = "campaign_timings.json"
+MANIFEST = "campaign.csv"
+CHECKPOINTS = ".checkpoints"
+BUDGET_HOURS = 40.0
+# the targets whose runs are the papers' real-data tables (figures and ablations reuse these runs or have no table)
+TARGETS = ("ifca-table1", "ifca-table2", "srfca-table1", "srfca-table2", "srfca-table3", "srfca-table4",
+           "clove-table1", "clove-table2", "clove-table3", "clove-table4", "clove-table5", "clove-table7",
+           "clove-table8", "clove-table9", "clove-table10", "clove-table11", "clove-table12")
+# keys of a point that do not change what a run computes (where it runs, where its files are)
+_PLACE_KEYS = ("checkpoint_dir", "data_dir", "device")
+# the number of seeds each paper averages over (IFCA Sec. VI, SR-FCA Sec. 5: 5; CLoVE Sec. 5.1: 3)
+PAPER_SEEDS = {"IFCA": 5, "SR-FCA": 5, "CLoVE": 3}
+
+
+# -- the store: one JSON per run ---------------------------------------------------------------------------------
+
+def run_point(point: dict) -> dict:
+    """A point without the keys that say only where a run runs (device, data and checkpoint folders)."""
+    return {k: v for k, v in point.items() if k not in _PLACE_KEYS}
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One run a target asks for at full size: trial ``trial`` of point ``point_index`` of run folder ``folder``."""
+
+    target: str
+    folder: str
+    point_index: int
+    trial: int
+    point: dict = field(hash=False, compare=False)
+    seed: int = 0
+    trial_fn: str = ""
+
+    @property
+    def key(self) -> str:
+        """A digest of what the run computes: its folder, point and seed."""
+        text = json.dumps({"folder": self.folder, "point": run_point(self.point), "seed": self.seed}, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def path(self, root: Path) -> Path:
+        """Where the run's JSON is kept under ``root``."""
+        algo = re.sub(r"[^a-z0-9-]", "", str(self.point.get("algo", "run")))
+        return Path(root) / self.folder / f"{algo}-{self.key}.json"
+
+
+def load_run(path: Path, request: RunRequest | None = None) -> dict | None:
+    """The stored run at ``path`` (None when there is none); a file that is not a run of ``request`` is an error
+    naming the file, never silently read as another run."""
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise StoreError(f"{path}: not a readable campaign run ({type(exc).__name__}: {exc}); delete it to rerun "
+                         "that run") from None
+    if not isinstance(data, dict) or not isinstance(data.get("result"), dict):
+        raise StoreError(f"{path}: not a campaign run (no 'result' object); delete it to rerun that run")
+    if request is not None:
+        if (data.get("folder"), data.get("seed")) != (request.folder, request.seed) or \
+                run_point(data.get("point") or {}) != run_point(request.point):
+            raise StoreError(f"{path}: holds another run (its folder, point or seed differ from the file name's); "
+                             "delete it to rerun that run")
+    return data
+
+
+def stored_records(ctx: Context, folder: str, spec, trial_fn: Callable) -> list[dict[str, Any]]:
+    """The records of ``spec``'s trials read from the campaign store under ``ctx.stored`` (see
+    :func:`figures.runs.run_points`): a stored run is an ``ok`` record, any other a ``missing`` one; every request
+    is appended to ``ctx.requests`` when that is a list."""
+    out = []
+    name = callable_name(trial_fn)
+    for p, point in enumerate(spec.points):
+        for t in range(spec.trials):
+            req = RunRequest(ctx.target or folder, folder, p, t, point, trial_seed(spec.seed, p, t), name)
+            if ctx.requests is not None:
+                ctx.requests.append(req)
+            data = load_run(req.path(ctx.stored), req)
+            if data is None:
+                out.append({"point": p, "trial": t, "seed": req.seed, "params": point, "status": "missing",
+                            "reason": "not run yet (paper-scale campaign)", "result": None})
+            else:
+                out.append({"point": p, "trial": t, "seed": req.seed, "params": point, "status": "ok",
+                            "result": data["result"], "seconds": data.get("wall_seconds")})
+    return out
+
+
+# -- collecting the runs of the targets ----------------------------------------------------------------------------
+
+def collect(root: Path = HERE, data_dir: str | None = None, names: Iterable[str] = TARGETS,
+            out: Path | None = None) -> tuple[list[RunRequest], dict[str, list]]:
+    """Every run the campaign's targets ask for at full size, and each target's rows computed from the stored runs.
+
+    The targets run with ``Context(size="full", stored=root)``: nothing is trained; their figures and CSVs go to
+    ``out`` (a temporary folder by default).
+    """
+    import tempfile
+    import warnings
+
+    from . import load_targets
+
+    targets = load_targets()
+    requests: list[RunRequest] = []
+    rows: dict[str, list] = {}
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # empty means of runs not stored yet
+        ctx = Context(out=Path(out or tmp), size="full", n_jobs=1, device="cpu", data_dir=data_dir,
+                      stored=Path(root), requests=requests)
+        for name in names:
+            section = targets[name].run(ctx)
+            rows[name] = list(section.rows)
+    return requests, rows
+
+
+# -- cells and published numbers -----------------------------------------------------------------------------------
+
+_TABLE1_MN = re.compile(r"\(m,n\)=\((\d+),(\d+)\)")
+_CLOVE_MIX = {"Label skew 1": "label-skew-1", "Concept shift": "concept-shift", "Label skew 2": "label-skew-2",
+              "Feature skew": "feature-skew", "Label skew 3": "label-skew-3", "Label skew 4": "label-skew-4"}
+_CLOVE_BASE = {"MNIST": "mnist", "FMNIST": "fmnist", "CIFAR-10": "cifar"}
+
+
+def cell_of(pub: Published) -> tuple[str, int | None]:
+    """The data set (nets name) and, where a table has several, the number of clients of a published number's
+    runs; the paper's table layout decides (IFCA Table I's columns are (m, n) settings, CLoVE's groups mixings)."""
+    col = pub.column
+    if pub.paper == "IFCA":
+        if pub.artifact == "Table I":
+            m = _TABLE1_MN.search(col)
+            base = "mnist" if "MNIST" in col else "cifar"
+            return f"{base}-rotated", int(m.group(1)) if m else None
+        return "femnist", None
+    if pub.paper == "SR-FCA":
+        for text, ds in (("MNIST (inverted)", "mnist-inverted"), ("MNIST (rotated)", "mnist-rotated"),
+                         ("CIFAR (rotated)", "cifar-rotated"), ("FEMNIST", "femnist"),
+                         ("Shakespeare", "shakespeare")):
+            if col.startswith(text):
+                return ds, None
+        raise ValueError(f"no cell for SR-FCA {pub.artifact} column {col!r}")
+    # CLoVE
+    if pub.artifact in ("Table 3", "Table 10", "Table 11"):
+        return ("amazon" if col.startswith("Amazon") else "agnews-label-skew-2"), None
+    if pub.artifact == "Table 5":
+        return f"{_CLOVE_BASE[col]}-one-class", None
+    if pub.artifact == "Table 12":
+        return "cifar-label-skew-3", None
+    base = _CLOVE_BASE[col.split(":")[0]]
+    return f"{base}-{_CLOVE_MIX[pub.group]}", None
+
+
+@dataclass
+class Cell:
+    """The runs of one data set at one setting, and the published numbers they answer."""
+
+    folder: str
+    dataset: str
+    clients: int
+    requests: list[RunRequest]
+    published: list[Published] = field(default_factory=list)
+    all_targets: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.folder}:{self.dataset}:{self.clients}"
+
+    @property
+    def paper(self) -> str:
+        return self.published[0].paper if self.published else ""
+
+    @property
+    def seeds(self) -> int:
+        """The seeds the target runs at full size (the paper's count)."""
+        return 1 + max(r.trial for r in self.requests)
+
+    def points(self) -> dict[int, dict]:
+        return {r.point_index: r.point for r in self.requests}
+
+
+def cells(requests: list[RunRequest]) -> list[Cell]:
+    """The requests grouped by (folder, data set, clients), each with its published numbers."""
+    groups: dict[tuple, list[RunRequest]] = {}
+    for r in requests:
+        groups.setdefault((r.folder, r.point.get("dataset"), int(r.point.get("clients", 0))), []).append(r)
+    out = []
+    for (f, d, c), rs in groups.items():
+        cell = Cell(f, d, c, _unique(rs))
+        cell.all_targets = sorted({r.target for r in rs})  # every target built from these runs
+        out.append(cell)
+    for pub in tables():
+        ds, clients = cell_of(pub)
+        prefix = {"IFCA": "ifca-", "SR-FCA": "srfca-", "CLoVE": "clove-"}[pub.paper]
+        matches = [c for c in out if c.dataset == ds and c.folder.startswith(prefix)
+                   and (clients is None or c.clients == clients)]
+        if len(matches) > 1:  # a data set run by several folders of one paper: the one of the table's own target
+            matches = [c for c in matches if _artifact_target(pub) in c.all_targets] or matches[:1]
+        if matches:
+            matches[0].published.append(pub)
+    return out
+
+
+def _unique(requests: list[RunRequest]) -> list[RunRequest]:
+    """One request per run (a run shared by several targets, say Tables 1 and 2 of one paper, is one run)."""
+    seen, out = set(), []
+    for r in requests:
+        if r.key not in seen:
+            seen.add(r.key)
+            out.append(r)
+    return out
+
+
+_ROMAN = {"I": "1", "II": "2"}
+
+
+def _artifact_target(pub: Published) -> str:
+    """The registered target of a published table (``IFCA Table II`` -> ``ifca-table2``)."""
+    paper = {"IFCA": "ifca", "SR-FCA": "srfca", "CLoVE": "clove"}[pub.paper]
+    number = pub.artifact.split()[-1]
+    return f"{paper}-table{_ROMAN.get(number, number)}"
+
+
+def minimal_seeds(cell: Cell) -> int:
+    """Seeds of a cell's minimal test: 3, or the paper's own count if smaller; IFCA Table I's settings: 1 (the
+    campaign's rule, issue #30: one IFCA Table I seed takes 5-7 core-hours here)."""
+    if cell.folder == "ifca-table1":
+        return 1
+    return min(3, cell.seeds, PAPER_SEEDS.get(cell.paper, 3))
+
+
+# -- provenance ----------------------------------------------------------------------------------------------------
+
+def commit() -> str:
+    """The checked-out commit (with ``+`` when the tree has uncommitted changes), or ``unknown``."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (head + ("+" if dirty else "")) if head else "unknown"
+
+
+def device_name() -> str:
+    """The CPU model (or GPU) and core count of this machine, for the run records."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"cpu: {cpu}, {os.cpu_count()} cores"
+
+
+def nets_command(point: dict, seed: int) -> str:
+    """The ``python -m nets run`` command that computes the same record as one campaign run."""
+    words = ["python -m nets run"]
+    for k, v in run_point(point).items():
+        if k == "algo_params":
+            words += [f"--algo-param {a}={b}" for a, b in (v or {}).items()]
+            continue
+        if v is None:
+            continue
+        text = ",".join(map(str, v)) if isinstance(v, list) else str(v)
+        words.append(f"--{k.replace('_', '-')} {text}")
+    return " ".join(words + [f"--seed {seed}", "--json --history --data-dir DIR"])
+
+
+# -- cost: seconds per round measured at each cell's setting ---------------------------------------------------------
+
+def _timing_key(req: RunRequest) -> str:
+    """Runs that cost the same per round: same point but for the partition (the data mixing) and the rounds."""
+    p = run_point(req.point)
+    base = str(p.get("dataset", "")).split("-", 1)[0]
+    shape = {k: v for k, v in p.items() if k not in ("dataset", "rounds", "eval_every")}
+    text = json.dumps({"base": base, "task": p.get("task"), **shape}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _time_point(point: dict, seed: int, rounds: int, data_dir: str | None) -> float:
+    """CPU seconds of one run of ``point`` cut to ``rounds`` rounds (torch on one thread, no checkpoint)."""
+    from .trials import nets_trial
+
+    p = dict(run_point(point), rounds=rounds, device="cpu")
+    if data_dir is not None:
+        p["data_dir"] = str(data_dir)
+    t0 = time.process_time()
+    nets_trial(p, seed)
+    return time.process_time() - t0
+
+
+def measure(cell_list: list[Cell], root: Path = HERE, data_dir: str | None = None, limit_s: float | None = None,
+            log: Callable[[str], None] = print) -> dict:
+    """Time one seed of every point of ``cell_list`` not timed yet at 1 and 2 rounds (CPU seconds, one thread) and
+    keep the result in ``root/campaign_timings.json`` after each point (with the commit and the load average).
+
+    Points that differ only in the data mixing share one timing.  ``limit_s`` stops after that many seconds.
+    """
+    path = Path(root) / TIMINGS
+    timings = json.loads(path.read_text()) if path.exists() else {}
+    start = time.perf_counter()
+    for cell in cell_list:
+        for req in cell.requests:
+            if req.trial != 0 or _timing_key(req) in timings:
+                continue
+            if limit_s is not None and time.perf_counter() - start > limit_s:
+                return timings
+            rounds = int(req.point.get("rounds", 1))
+            t1 = _time_point(req.point, req.seed, 1, data_dir)
+            t2 = _time_point(req.point, req.seed, 2, data_dir) if rounds > 1 else t1
+            per_round = max(t2 - t1, 0.05 * t2)  # timing noise can make t2 - t1 small or negative
+            setup = max(t1 - per_round, 0.0)
+            timings[_timing_key(req)] = {
+                "cell": cell.name, "algo": req.point.get("algo"), "dataset": req.point.get("dataset"),
+                "seconds_1_round": t1, "seconds_2_rounds": t2, "seconds_per_round": per_round,
+                "setup_seconds": setup, "commit": commit(), "load_average": list(os.getloadavg()),
+                "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+            write_json_atomic(path, timings)
+            log(f"timed {cell.name} {req.point.get('algo')}: {per_round:.2f} s/round + {setup:.1f} s setup")
+    return timings
+
+
+def run_seconds(req: RunRequest, timings: dict) -> float | None:
+    """Estimated CPU seconds of one run at its full rounds (None when its setting has not been timed)."""
+    t = timings.get(_timing_key(req))
+    if t is None:
+        return None
+    return t["setup_seconds"] + t["seconds_per_round"] * int(req.point.get("rounds", 1))
+
+
+# -- the manifest ----------------------------------------------------------------------------------------------------
+
+def _data_status(ctx_data_dir: str | None, dataset: str) -> str:
+    """``yes``, or what is missing or partial in the data directory for ``dataset`` (a nets name)."""
+    from .netcommon import DATA_FOLDERS
+    from .registry import Context as _Ctx
+
+    base = dataset.split("-", 1)[0]
+    if base not in DATA_FOLDERS:
+        return "yes"
+    from .netcommon import data_missing
+
+    why = data_missing(_Ctx(out=Path("."), size="full", data_dir=ctx_data_dir), base)
+    if why:
+        return f"no: {why}"
+    if base == "agnews":
+        return "no: AG News' train split is absent (the copy is its 7,600-row test split)"
+    if base == "femnist":
+        return "partial: the LEAF FEMNIST sample's train split has 20 of 35 files (105 users)"
+    if base == "shakespeare":
+        return "partial: the LEAF Shakespeare sample (10 users), not the full text"
+    return "yes"
+
+
+@dataclass
+class CellPlan:
+    """A cell with its cost and status in the campaign."""
+
+    cell: Cell
+    data: str
+    minimal: int
+    seconds_paper: float | None
+    seconds_minimal: float | None
+    stored: dict[int, int]  # trial -> runs stored
+    status: str = ""
+
+    @property
+    def numbers(self) -> int:
+        """Published numbers with a ± (the ones a paper-scale verdict can hold to the paper)."""
+        return sum(1 for p in self.cell.published if p.pm is not None)
+
+    @property
+    def per_hour(self) -> float:
+        if not self.seconds_minimal:
+            return 0.0
+        return self.numbers / (self.seconds_minimal / 3600)
+
+    def runs_missing(self, seeds: int, root: Path = HERE) -> list[RunRequest]:
+        return [r for r in self.cell.requests if r.trial < seeds and not r.path(root).exists()]
+
+
+def plan(cell_list: list[Cell], timings: dict, budget_hours: float = BUDGET_HOURS, root: Path = HERE,
+         data_dir: str | None = None) -> list[CellPlan]:
+    """Each cell's cost and status, in the campaign's order (published numbers per CPU-hour of the minimal test,
+    best first).  A cell whose minimal test is stored is ``stored``; the others are ``queued`` while their minimal
+    tests fit ``budget_hours`` (counting what the stored runs took), else ``needs a GPU``."""
+    plans = []
+    for cell in cell_list:
+        data = _data_status(data_dir, cell.dataset)
+        minimal = minimal_seeds(cell)
+        est = [run_seconds(r, timings) for r in cell.requests]
+        known = None not in est
+        paper = sum(est) if known else None
+        mini = sum(e for r, e in zip(cell.requests, est, strict=True) if r.trial < minimal) if known else None
+        stored: dict[int, int] = {}
+        for r in cell.requests:
+            if r.path(root).exists():
+                stored[r.trial] = stored.get(r.trial, 0) + 1
+        plans.append(CellPlan(cell, data, minimal, paper, mini, stored))
+    plans.sort(key=lambda c: (-c.per_hour, c.cell.name))
+    spent = _stored_cpu_hours(root)
+    left = budget_hours - spent
+    per_trial = {id(c): len(c.cell.points()) for c in plans}
+    for c in plans:
+        done = all(c.stored.get(t, 0) == per_trial[id(c)] for t in range(c.minimal))
+        if done:
+            c.status = "stored"
+        elif c.data.startswith("no"):
+            c.status = "data not available"
+        elif c.seconds_minimal is None:
+            c.status = "not timed yet"
+        else:
+            todo = sum(run_seconds(r, timings) for r in c.runs_missing(c.minimal, root)) / 3600
+            if todo <= left:
+                c.status = "queued"
+                left -= todo
+            else:
+                c.status = "needs a GPU"
+    return plans
+
+
+def _stored_cpu_hours(root: Path = HERE) -> float:
+    """CPU-hours of every stored campaign run under ``root``."""
+    total = 0.0
+    for path in Path(root).glob("*/*.json"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("campaign"):
+            total += float(data.get("cpu_seconds") or 0.0)
+    return total / 3600
+
+
+MANIFEST_COLUMNS = ["paper", "artifact", "group", "row", "column", "value", "pm", "cell", "targets", "dataset",
+                    "clients", "n_per_client", "model", "rounds", "local_steps", "batch_size", "optimizer",
+                    "step_size", "paper_seeds", "minimal_seeds", "seeds_stored", "data", "seconds_per_round",
+                    "cpu_hours_paper_seeds", "cpu_hours_minimal", "cell_numbers", "numbers_per_cpu_hour", "status"]
+
+
+def manifest_rows(plans: list[CellPlan], timings: dict) -> list[dict]:
+    """One row per published number (those of no cell: data not available), for ``campaign.csv``."""
+    rows, placed = [], set()
+    for c in plans:
+        first = next(iter(c.cell.points().values()))
+        per_round = 0.0
+        for pi in c.cell.points():
+            req = next(r for r in c.cell.requests if r.point_index == pi)
+            t = timings.get(_timing_key(req))
+            per_round = per_round + t["seconds_per_round"] if t is not None and per_round is not None else None
+        full = [t for t in range(c.cell.seeds)
+                if c.stored.get(t, 0) == len(c.cell.points())]
+        for p in c.cell.published:
+            placed.add(id(p))
+            rows.append({
+                "paper": p.paper, "artifact": p.artifact, "group": p.group, "row": p.row, "column": p.column,
+                "value": p.text, "pm": p.pm_text, "cell": c.cell.name, "targets": " ".join(c.cell.all_targets),
+                "dataset": c.cell.dataset, "clients": c.cell.clients, "n_per_client": first.get("n_per_client"),
+                "model": first.get("model") or "auto", "rounds": first.get("rounds"),
+                "local_steps": first.get("local_steps"), "batch_size": first.get("batch_size") or "full",
+                "optimizer": first.get("optimizer") or "sgd", "step_size": first.get("step_size"),
+                "paper_seeds": c.cell.seeds, "minimal_seeds": c.minimal, "seeds_stored": len(full),
+                "data": c.data, "seconds_per_round": _num(per_round),
+                "cpu_hours_paper_seeds": _num(c.seconds_paper and c.seconds_paper / 3600),
+                "cpu_hours_minimal": _num(c.seconds_minimal and c.seconds_minimal / 3600),
+                "cell_numbers": c.numbers, "numbers_per_cpu_hour": _num(c.per_hour), "status": c.status})
+    for p in tables():
+        if id(p) not in placed:
+            ds, _ = cell_of(p)
+            rows.append({"paper": p.paper, "artifact": p.artifact, "group": p.group, "row": p.row,
+                         "column": p.column, "value": p.text, "pm": p.pm_text, "dataset": ds,
+                         "data": _data_status(None, ds), "status": "data not available"})
+    return rows
+
+
+def _num(x: float | None) -> str:
+    return "" if x is None else f"{x:.4g}"
+
+
+def write_manifest(rows: list[dict], root: Path = HERE) -> Path:
+    """``root/campaign.csv``."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=MANIFEST_COLUMNS, lineterminator="\n", extrasaction="ignore")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: r.get(k, "") for k in MANIFEST_COLUMNS})
+    path = Path(root) / MANIFEST
+    write_text_atomic(path, buf.getvalue())
+    return path
+
+
+def summary(plans: list[CellPlan], rows: list[dict], budget_hours: float) -> str:
+    """The counts of the manifest, per status, and the cells in campaign order (Markdown)."""
+    from collections import Counter
+
+    by = Counter(r["status"] for r in rows)
+    with_pm = Counter(r["status"] for r in rows if r.get("pm"))
+    lines = [f"Published real-data numbers: {len(rows)} ({sum(with_pm.values())} with a ±). By status: "
+             + "; ".join(f"{s}: {n} ({with_pm.get(s, 0)} with ±)" for s, n in by.most_common()) + ".",
+             f"Budget: {budget_hours:g} CPU-hours of campaign time; stored runs took "
+             f"{_stored_cpu_hours():.2f} CPU-hours.", "",
+             "| cell | published (with ±) | data | seeds (minimal / paper / stored) | CPU-h minimal | CPU-h paper "
+             "| numbers per CPU-h | status |", "|---|---|---|---|---|---|---|---|"]
+    for c in plans:
+        full = sum(1 for t in range(c.cell.seeds) if c.stored.get(t, 0) == len(c.cell.points()))
+        lines.append(f"| `{c.cell.name}` | {len(c.cell.published)} ({c.numbers}) | {c.data.split(':')[0]} | "
+                     f"{c.minimal} / {c.cell.seeds} / {full} | {_num(c.seconds_minimal and c.seconds_minimal / 3600)}"
+                     f" | {_num(c.seconds_paper and c.seconds_paper / 3600)} | {_num(c.per_hour)} | {c.status} |")
+    return "\n".join(lines)
+
+
+# -- the runner ------------------------------------------------------------------------------------------------------
+
+def execute(req: RunRequest, root: str, data_dir: str | None, command: str) -> dict:
+    """Run one campaign run and store its JSON (atomically): the target's record plus command, commit, device,
+    seed, wall and CPU time.  IFCA and global runs checkpoint every round under ``root/.checkpoints`` and resume
+    from there, so a kill loses at most one round of them; the other algorithms rerun the run (nets checkpoints
+    only IFCA and global).  Returns a short summary for the log."""
+    import importlib
+
+    import torch
+
+    torch.set_num_threads(1)
+    module, _, name = req.trial_fn.rpartition(".")
+    trial_fn = getattr(importlib.import_module(module), name)
+    point = run_point(req.point)
+    if data_dir is not None:
+        point["data_dir"] = str(data_dir)
+    point["device"] = "cpu"
+    if req.point.get("algo") in ("ifca", "global") and not isinstance(req.point.get("step_size"), list):
+        point["checkpoint_dir"] = str(Path(root) / CHECKPOINTS / req.folder)
+    load0 = os.getloadavg()
+    w0, c0 = time.perf_counter(), time.process_time()
+    try:
+        result = trial_fn(point, req.seed)
+    except Exception as exc:  # one failing run is reported, the others go on
+        return {"run": req.path(Path(root)).name, "error": f"{type(exc).__name__}: {exc}"}
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    record = {"campaign": 1, "target": req.target, "folder": req.folder, "point": run_point(req.point),
+              "point_index": req.point_index, "trial": req.trial, "seed": req.seed, "trial_fn": req.trial_fn,
+              "command": command, "nets_command": nets_command(req.point, req.seed), "commit": commit(),
+              "device": device_name(), "torch_threads": 1, "wall_seconds": wall, "cpu_seconds": cpu,
+              "resumed_from_round": (result or {}).get("resumed_from_round"),
+              "load_average": [list(load0), list(os.getloadavg())],
+              "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "result": result}
+    path = req.path(Path(root))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, record)
+    return {"run": f"{req.folder}/{path.name}", "wall": wall, "cpu": cpu,
+            "error": (result or {}).get("error")}
+
+
+def queue(plans: list[CellPlan], timings: dict, budget_hours: float, root: Path = HERE) -> list[RunRequest]:
+    """The runs to do, in order: the minimal tests of the queued cells (best numbers per CPU-hour first), then
+    their remaining seeds up to the paper's count, while the budget lasts."""
+    left = budget_hours - _stored_cpu_hours(root)
+    out = []
+    for seeds_of in (lambda c: c.minimal, lambda c: c.cell.seeds):
+        for c in plans:
+            if c.status not in ("queued", "stored") or c.data.startswith("no"):
+                continue
+            for r in sorted(c.runs_missing(seeds_of(c), root), key=lambda r: (r.trial, r.point_index)):
+                if r in out:
+                    continue
+                cost = (run_seconds(r, timings) or 0.0) / 3600
+                if cost > left:
+                    continue
+                left -= cost
+                out.append(r)
+    return out
+
+
+def run_campaign(budget_hours: float = BUDGET_HOURS, n_jobs: int = 1, root: Path = HERE, data_dir: str | None = None,
+                 only: list[str] | None = None, hours: float | None = None, command: str = "",
+                 log: Callable[[str], None] = print) -> int:
+    """Time the cells not timed yet, then run the queue (see :func:`queue`) with ``n_jobs`` processes, one JSON
+    per finished run; ``only`` restricts to cells whose name contains one of the strings; ``hours`` stops
+    starting runs after that much wall time.  Returns the number of runs finished."""
+    from joblib import Parallel, delayed
+
+    requests, _ = collect(root, data_dir)
+    cell_list = [c for c in cells(requests) if only is None or any(o in c.name for o in only)]
+    cell_list = [c for c in cell_list if not _data_status(data_dir, c.dataset).startswith("no")]
+    timings = measure(cell_list, root, data_dir, log=log)
+    plans = plan(cell_list, timings, budget_hours, root, data_dir)
+    todo = queue(plans, timings, budget_hours, root)
+    est = sum(run_seconds(r, timings) or 0.0 for r in todo) / 3600
+    log(f"campaign: {len(todo)} runs queued, about {est:.1f} CPU-hours; {n_jobs} process(es)")
+    if not todo:
+        return 0
+    deadline = None if hours is None else time.time() + hours * 3600
+
+    def jobs():
+        for r in todo:
+            if deadline is not None and time.time() > deadline:
+                log("campaign: the wall-time limit is reached; no more runs are started")
+                return
+            yield delayed(execute)(r, str(root), data_dir, command)
+
+    done = 0
+    for res in Parallel(n_jobs=n_jobs, return_as="generator_unordered", pre_dispatch="n_jobs")(jobs()):
+        if res.get("error"):
+            log(f"campaign: {res['run']} FAILED: {res['error']}")
+        else:
+            done += 1
+            log(f"campaign: stored {res['run']} ({res['wall']:.0f} s wall, {res['cpu']:.0f} s CPU)")
+    return done
+
+
+_BEGIN, _END = "<!-- campaign summary: begin -->", "<!-- campaign summary: end -->"
+
+
+def refresh(budget_hours: float = BUDGET_HOURS, root: Path = HERE, data_dir: str | None = None,
+            only: list[str] | None = None, command: str = "", measure_missing: bool = True,
+            log: Callable[[str], None] = print) -> tuple[Path, str]:
+    """Write ``campaign.csv`` and the summary in ``README.md`` (between its campaign markers) from the stored runs
+    and timings, timing the cells not timed yet first when ``measure_missing``."""
+    requests, _ = collect(root, data_dir)
+    cell_list = cells(requests)
+    timings = json.loads((Path(root) / TIMINGS).read_text()) if (Path(root) / TIMINGS).exists() else {}
+    if measure_missing:
+        chosen = [c for c in cell_list if (only is None or any(o in c.name for o in only))
+                  and not _data_status(data_dir, c.dataset).startswith("no")]
+        timings = measure(chosen, root, data_dir, log=log)
+    plans = plan(cell_list, timings, budget_hours, root, data_dir)
+    rows = manifest_rows(plans, timings)
+    path = write_manifest(rows, root)
+    text = summary(plans, rows, budget_hours)
+    readme = Path(root) / "README.md"
+    body = readme.read_text(encoding="utf-8") if readme.exists() else ""
+    block = f"{_BEGIN}\n_Written by `{command or 'python paper_repro.py --campaign plan'}` at commit {commit()}, " \
+            f"{time.strftime('%Y-%m-%d %H:%M')}._\n\n{text}\n{_END}"
+    if _BEGIN in body and _END in body:
+        body = body[:body.index(_BEGIN)] + block + body[body.index(_END) + len(_END):]
+    else:
+        body = body.rstrip() + "\n\n## The paper-scale campaign (`campaign.csv`)\n\n" + block + "\n"
+    write_text_atomic(readme, body)
+    return path, text
