@@ -113,3 +113,34 @@ def test_no_transfer_to_classes_a_client_never_saw():
     own_proto = np.mean([accuracy(proto.models_[i], i) for i in range(m)])
     assert unseen_proto < 0.05 < 0.5 < unseen_avg, (unseen_proto, unseen_avg)
     assert own_proto > 0.9
+
+
+def test_prototype_scoring_classifies_by_the_nearest_global_prototype():
+    # PFLlib clientproto.test_metrics: argmin_j MSE(f_i(x), C_bar^(j)), computed here one test sample at a time
+    fed, train, test = _backends(batch_size=4)
+    kw = dict(n_rounds=3, local_steps=3, step_size=0.1, proto_lambda=1.0, random_state=0)
+    own = FedProto(**kw).fit(train)
+    est = FedProto(scoring="prototype", **kw).fit(train)
+    head = train.head_mask()
+    np.testing.assert_array_equal(est.models_[:, ~head], own.models_[:, ~head])  # same training, same extractors
+    np.testing.assert_array_equal(est.prototypes_, own.prototypes_)
+    rep = Representation(train.model)
+    protos = torch.as_tensor(est.prototypes_)
+    _, acc = test.scores(torch.as_tensor(est.models_), np.arange(fed.n_clients))
+    _, acc_own = test.scores(torch.as_tensor(own.models_), np.arange(fed.n_clients))
+    for i in range(fed.n_clients):
+        n = int(test.n_samples[i])
+        with torch.no_grad():
+            feats = rep.features(torch.as_tensor(own.models_[i]), test.X[i, :n])
+        mse = ((feats[:, None, :] - protos[None]) ** 2).mean(-1)
+        mse = torch.where(torch.isnan(mse), torch.inf, mse)  # classes without a prototype: never chosen
+        want = float((mse.argmin(1) == test.y[i, :n]).double().mean())
+        assert acc[i] == pytest.approx(want, abs=1e-12)
+    assert not np.allclose(acc, acc_own)  # the two rules score differently on this instance
+
+
+def test_client_mean_prototypes_are_the_unweighted_mean():
+    counts = np.array([[3.0, 0.0], [1.0, 2.0]])
+    means = np.array([[[1.0, 1.0], [9.0, 9.0]], [[3.0, 5.0], [2.0, 0.0]]])
+    np.testing.assert_allclose(global_prototypes(counts, means, "clients"), [[2.0, 3.0], [2.0, 0.0]])
+    np.testing.assert_allclose(global_prototypes(counts, means), [[1.5, 2.0], [2.0, 0.0]])

@@ -21,10 +21,16 @@ in the authors' code and PFLlib (the implementation CLoVE ran): the paper writes
 local prototype and the global one.  Where this follows the paper rather than the code: the global prototype
 is the count-weighted mean of the paper, while the authors' code and PFLlib average the clients' prototypes
 unweighted; and the local prototypes are the class means at the model after local training (the paper's
-definition), while the code averages features collected during the training epoch.  Inference uses the local
-classifier's output.  PFLlib's ``clientproto.test_metrics`` (the numbers CLoVE reports) instead classifies a
-test sample by its nearest global prototype, ``argmin_j MSE(f_i(x), C_bar^(j))``; the toolkit's evaluation scores
-each client's model, so that variant is not reported here and the two accuracies are not the same quantity.
+definition), while the code averages features collected during the training epoch (``prototype_mean="clients"``
+gives the code's unweighted mean).
+
+Inference (``scoring``): ``"classifier"`` uses the local classifier's output.  ``"prototype"`` classifies a test
+sample by its nearest global prototype, ``argmin_j ||f_i(x) - C_bar^(j)||^2``, as PFLlib's
+``clientproto.test_metrics`` (the numbers CLoVE reports; its MSE is this distance over ``d``).  That rule is a
+linear head on ``f_i``, ``logits_j = 2 <C_bar^(j), f_i(x)> - ||C_bar^(j)||^2`` (the dropped ``-||f_i(x)||^2``
+is the same for every ``j``), so the fitted client model carries it as its head and every evaluator scores by
+the nearest prototype; a class without a global prototype gets the bias ``-1e30`` (never chosen, as PFLlib's
+``inf`` distance).  Its test loss is the cross-entropy of these logits, not a quantity of the paper.
 
 This method needs a representation, so it runs on :mod:`nets` only (see :class:`RepresentationBackend`).
 """
@@ -38,11 +44,12 @@ import numpy as np
 from ..validation import check_random_state
 from .backend import ModelBackend, Models
 from .common import DivergenceError, participants
-from .params import POSITIVE, Estimator, shared
+from .params import POSITIVE, Estimator, Options, shared
 from .perfedavg import INIT, scatter_rows, shared_init
 from .result import FitResult, History, Monitor
 
-__all__ = ["FedProto", "RepresentationBackend", "global_prototypes", "require_representation"]
+__all__ = ["FedProto", "RepresentationBackend", "global_prototypes", "nearest_prototype_heads",
+           "require_representation"]
 
 
 @runtime_checkable
@@ -70,13 +77,35 @@ def require_representation(backend: ModelBackend, name: str) -> None:
                         f"on nets' TorchBackend, not on {type(backend).__name__}")
 
 
-def global_prototypes(counts: np.ndarray, means: np.ndarray) -> np.ndarray:
+def global_prototypes(counts: np.ndarray, means: np.ndarray, weights: str = "counts") -> np.ndarray:
     """``C_bar^(j) = sum_i n_ij C_i^(j) / sum_i n_ij`` (FedProto Sec. 4): ``(C, d)``; NaN rows for classes no
-    client holds."""
-    total = counts.sum(0)
+    client holds.  ``weights="clients"``: the unweighted mean over the clients holding class j (the authors'
+    code and PFLlib's ``proto_cluster``)."""
+    w = counts if weights == "counts" else (counts > 0).astype(np.float64)
+    total = w.sum(0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = np.einsum("ik,ikd->kd", counts, means) / total[:, None]
+        out = np.einsum("ik,ikd->kd", w, means) / total[:, None]
     out[total == 0] = np.nan
+    return out
+
+
+def nearest_prototype_heads(models: np.ndarray, head: np.ndarray, prototypes: np.ndarray) -> np.ndarray:
+    """``models`` ``(c, P)`` with every head replaced by the nearest-prototype classifier of ``prototypes``
+    ``(C, d)``: weight ``2 C_bar`` and bias ``-||C_bar^(j)||^2`` (``-1e30`` for a NaN row, a class without one).
+
+    The head's coordinates are a linear layer's weight ``(C, d)`` (row-major) then its bias ``(C,)``, torch's
+    ``nn.Linear`` order (:class:`nets.representation.Representation`).
+    """
+    protos = np.asarray(prototypes, dtype=np.float64)
+    C, d = protos.shape
+    if int(head.sum()) != C * d + C:
+        raise ValueError(f"nearest-prototype scoring needs a classifier head with weight ({C}, {d}) and bias "
+                         f"({C},), {C * d + C} coordinates; the model's head has {int(head.sum())}")
+    ok = np.isfinite(protos).all(1)
+    weight = np.where(ok[:, None], 2.0 * protos, 0.0)
+    bias = np.where(ok, -(np.where(ok[:, None], protos, 0.0) ** 2).sum(1), -1e30)
+    out = np.array(models, dtype=np.float64, copy=True)
+    out[:, head] = np.concatenate([weight.ravel(), bias])[None, :]
     return out
 
 
@@ -90,13 +119,18 @@ class FedProto(Estimator):
     step_size : local step size.
     proto_lambda : lambda, weight of the prototype regulariser (code and PFLlib: 1.0); ``0`` is local
         training.
+    prototype_mean : ``"counts"`` (the paper's count-weighted global prototypes) or ``"clients"`` (the unweighted
+        mean over clients of the authors' code and PFLlib).
+    scoring : ``"classifier"`` (each client's local classifier) or ``"prototype"`` (the nearest global prototype,
+        PFLlib's test rule: the returned models carry it as their head; see the module docstring).
     participation, init, random_state, monitor, monitor_every : as in
         :class:`~synth.algorithms.perfedavg.PerFedAvg` (all local models start from one initial model; the
         monitor sees an empty model stack: there is no shared model).
 
     Attributes
     ----------
-    models_ : ``(m, P)`` the clients' own models; ``prototypes_`` ``(C, d)`` global prototypes;
+    models_ : ``(m, P)`` the clients' own models (with ``scoring="prototype"``, their heads are the
+    nearest-prototype classifier); ``prototypes_`` ``(C, d)`` global prototypes;
     local_prototypes_ ``(m, C, d)`` and class_counts_ ``(m, C)`` at the final models; labels_ = ``arange(m)``.
     """
 
@@ -104,16 +138,21 @@ class FedProto(Estimator):
         **shared("n_rounds", "local_steps", "proto_lambda", "participation", "random_state", "monitor",
                  "monitor_every"),
         "step_size": [POSITIVE],
+        "prototype_mean": [Options("counts", "clients")],
+        "scoring": [Options("classifier", "prototype")],
         "init": INIT,
     }
 
     def __init__(self, n_rounds: int = 100, local_steps: int = 10, step_size: float = 0.01,
-                 proto_lambda: float = 1.0, participation: float = 1.0, init=None, random_state=None,
-                 monitor: Monitor | None = None, monitor_every: int = 1):
+                 proto_lambda: float = 1.0, prototype_mean: str = "counts", scoring: str = "classifier",
+                 participation: float = 1.0, init=None, random_state=None, monitor: Monitor | None = None,
+                 monitor_every: int = 1):
         self.n_rounds = n_rounds
         self.local_steps = local_steps
         self.step_size = step_size
         self.proto_lambda = proto_lambda
+        self.prototype_mean = prototype_mean
+        self.scoring = scoring
         self.participation = participation
         self.init = init
         self.random_state = random_state
@@ -137,7 +176,7 @@ class FedProto(Estimator):
             new = view.aligned_update(models, sel, self.local_steps, lr, protos, lam, "all", clients)
             models = scatter_rows(backend, models, clients, new)
             counts, means, _ = view.class_statistics(models, sel, clients)
-            protos = global_prototypes(counts, means)
+            protos = global_prototypes(counts, means, v["prototype_mean"])
             if self.monitor is not None and (t % every == 0 or t == self.n_rounds - 1):
                 history.record(t, labels, **self.monitor(t, np.zeros((0, backend.n_params)), labels))
             else:
@@ -146,6 +185,10 @@ class FedProto(Estimator):
         if not np.isfinite(models_np).all():
             raise DivergenceError("FedProto produced non-finite models; lower step_size or proto_lambda")
         counts, means, _ = backend.class_statistics(models, labels)
+        if protos is None:  # no round: the prototypes of the initial models
+            protos = global_prototypes(counts, means, v["prototype_mean"])
+        if v["scoring"] == "prototype":
+            models_np = nearest_prototype_heads(models_np, np.asarray(backend.head_mask(), dtype=bool), protos)
         self.prototypes_ = protos
         self.local_prototypes_, self.class_counts_ = means, counts
         self.result_ = FitResult(labels, models_np, m, history, rounds=self.n_rounds,
