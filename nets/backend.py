@@ -55,7 +55,7 @@ import numpy as np
 import torch
 from torch.func import grad, vmap
 
-from synth.validation import check_choice, check_int, check_real
+from synth.validation import check_choice, check_client_counts, check_int, check_real
 
 from .functional import FunctionalModel, as_numpy
 
@@ -107,11 +107,9 @@ class TorchBackend:
             raise ValueError(f"y must have shape ({m}, {n_max}) to match X, got {tuple(y.shape)}")
         self.y = y.to(self.device)
         self.n_clients, self.n_params = int(m), model.n_params
-        ns = np.full(m, n_max, dtype=np.int64) if n_samples is None else np.asarray(n_samples, dtype=np.int64)
-        if ns.shape != (m,) or ns.min(initial=1) < 1 or ns.max(initial=0) > n_max:
-            raise ValueError(f"n_samples must be {m} integers in [1, {n_max}]")
+        ns = check_client_counts(np.full(m, n_max, dtype=np.int64) if n_samples is None else n_samples, m, n_max)
         self.n_samples = ns
-        self._n = torch.as_tensor(ns, device=self.device)
+        self._n = torch.tensor(ns, device=self.device)
         mask = (torch.arange(n_max, device=self.device)[None, :] < self._n[:, None]).to(self.dtype)
         self.mask = mask
         self.w = mask / self._n[:, None].to(self.dtype)  # sum_s w_is l_is = f_i, the client's mean loss
@@ -127,6 +125,18 @@ class TorchBackend:
         self.round_offset = 0
         self._round, self._calls = 0, 0
         self._act = model.activation_bytes(self.X[0])
+
+    def check_data(self) -> None:
+        """Refuse inputs the losses cannot be computed on: non-finite float inputs, negative token or class
+        indices (run once per fit by every estimator, :func:`synth.algorithms.common.check_backend`)."""
+        if self.X.is_floating_point():
+            if not bool(torch.isfinite(self.X).all()):
+                raise ValueError(f"X must be finite; {int((~torch.isfinite(self.X)).sum())} input entries are NaN "
+                                 "or infinite")
+        elif self.X.numel() and int(self.X.min()) < 0:
+            raise ValueError(f"X must hold token indices >= 0, got {int(self.X.min())}")
+        if not self.y.is_floating_point() and self.y.numel() and int(self.y.min()) < 0:
+            raise ValueError(f"y must hold class indices >= 0, got {int(self.y.min())}")
 
     def _check_sharing(self, shared, share_block):
         if shared is None:
@@ -541,6 +551,11 @@ class TorchBackend:
         X = self.X[idx].flatten(2)
         X = X if X.is_floating_point() else X.to(self.dtype)
         return X.cpu().numpy(), self.n_samples[idx.cpu().numpy()].copy()
+
+    def client_labels(self, clients=None) -> np.ndarray:
+        """Each selected client's integer targets ``(c, n_max)`` numpy, rows aligned with :meth:`client_features`
+        (PACFL's per-class subspaces, the authors' code); entries beyond ``n[i]`` are padding."""
+        return self.y[self._index(clients)].cpu().numpy()
 
     def best_model_fractions(self, models, clients=None) -> np.ndarray:
         """``u[i, j]``: the fraction of client i's samples on which model j has the smallest loss: ``(c, M)``.

@@ -34,7 +34,14 @@ import numpy as np
 
 from . import _kernels
 from .theta import pairwise_distances
-from .validation import check_choice, check_int, check_random_state, check_real
+from .validation import (
+    check_choice,
+    check_federation_data,
+    check_federation_shape,
+    check_int,
+    check_random_state,
+    check_real,
+)
 
 if TYPE_CHECKING:  # annotations only: synth.federation builds backends, so importing it here would be a cycle
     from .federation import Federation
@@ -99,12 +106,14 @@ class GLMBackend:
                  threads: int | None = None):
         self.fed = federation
         self.regime = check_choice("regime", regime, ("fixed", "fresh", "split"))
+        # shapes and counts first: the compiled kernel reads n_samples[i] rows of client i at fixed offsets, so
+        # the counts are copied (read-only) once they are known to lie within the arrays
+        self.n_samples = check_federation_shape(federation.X, federation.y, federation.n_samples)
         self.X, self.y = federation.X, federation.y
         self.dtype = self.X.dtype
-        self.n_samples = np.asarray(federation.n_samples, dtype=np.int64)
         self.n_clients, n_max, self.n_params = self.X.shape
-        self.family = federation.family
-        self.reg = float(federation.reg) if self.family == "logistic" else 0.0
+        self.family = check_choice("family", federation.family, ("linear", "logistic"))
+        self.reg = check_real("reg", federation.reg, low=0.0) if self.family == "logistic" else 0.0
         self._inv_n = 1.0 / self.n_samples
         padded = bool(np.any(self.n_samples < n_max))
         # squared loss of a zero row with y = 0 is 0, so padding needs no mask there
@@ -123,10 +132,15 @@ class GLMBackend:
         self.threads = None if threads is None else check_int("threads", threads, low=1)
         self._attach_kernel()
 
+    def check_data(self) -> None:
+        """Refuse data the losses cannot be computed on (non-finite, non-zero padding, logistic labels outside
+        [0, 1]): :func:`synth.validation.check_federation_data`, run once per fit by every estimator."""
+        check_federation_data(self.X, self.y, self.n_samples, self.family)
+
     def __getstate__(self) -> dict:
         # the loaded library and the addresses bound to it belong to this process: rebuilt on unpickling
         state = self.__dict__.copy()
-        state["_fused"] = state["_fused_data"] = None
+        state["_fused"] = state["_fused_data"] = state["_fused_arrays"] = None
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -140,6 +154,8 @@ class GLMBackend:
         # read of that client, never a different number
         self._guesses: dict[int, np.ndarray] = {}
         self._fused = self._fused_library()
+        # the kernel holds addresses into these arrays: keep them alive even if X or y is rebound
+        self._fused_arrays = (self.X, self.y)
         self._fused_data = None if self._fused is None else self._fused.bind(self.X, self.y)
         self.kernel = "numpy" if self._fused is None else "fused"
 

@@ -18,6 +18,9 @@ import numpy as np
 __all__ = [
     "check_array",
     "check_choice",
+    "check_client_counts",
+    "check_federation_data",
+    "check_federation_shape",
     "check_int",
     "check_probability",
     "check_random_state",
@@ -157,3 +160,96 @@ def format_interval(low: float | None, high: float | None, low_inc: bool, high_i
     lo = "-inf" if low is None else f"{low:g}"
     hi = "inf" if high is None else f"{high:g}"
     return f"{left}{lo}, {hi}{right}"
+
+
+# -- a federation's data, at the boundary of every backend and estimator -------------------------------------------
+#
+# The compiled kernel of synth.backend reads n_samples[i] rows of client i at fixed offsets into X and y, so a
+# count beyond the arrays would read other memory: the shapes and counts are checked whenever a backend is built
+# (O(m)), and the values (finite, zero padding, logistic labels in [0, 1]) once per fit (one pass over the data).
+
+
+def check_client_counts(n_samples: Any, m: int, n_max: int, name: str = "n_samples") -> np.ndarray:
+    """``n_samples`` as a read-only int64 copy of ``m`` counts in ``[1, n_max]``, else ValueError/TypeError.
+
+    The copy is read-only so that a backend's counts cannot be changed after they were checked (a caller holding
+    the federation's own array may still change that one; it is re-checked when the next backend is built).
+    """
+    raw = np.asarray(n_samples)
+    if raw.dtype.kind not in "iuf" or raw.dtype == np.bool_:
+        raise TypeError(f"{name} must hold integer sample counts, got dtype {raw.dtype}")
+    if raw.shape != (m,):
+        raise ValueError(f"{name} must have shape ({m},) (one count per client), got {raw.shape}")
+    if raw.dtype.kind == "f" and not np.all(np.isfinite(raw) & (raw == np.round(raw))):
+        raise ValueError(f"{name} must hold integers, got non-integer or non-finite values")
+    if m:
+        lo, hi = raw.min(), raw.max()
+        if lo < 1 or hi > n_max:
+            i = int(np.argmin(raw)) if lo < 1 else int(np.argmax(raw))
+            raise ValueError(f"{name} must be integers in [1, {n_max}] (at least 1 sample per client, at most the "
+                             f"{n_max} rows its data arrays hold), got {name}[{i}] = {format_value(raw[i].item())}")
+    out = np.array(raw, dtype=np.int64)
+    out.setflags(write=False)
+    return out
+
+
+def check_federation_shape(X: Any, y: Any, n_samples: Any, *, float_data: bool = True) -> np.ndarray:
+    """Shapes of padded client data ``X (m, n_max, d...)``, ``y (m, n_max)`` and counts; returns the counts.
+
+    At least one client, one row and (for 3-d float data) one feature; ``X`` and ``y`` must be float32/float64
+    numpy arrays when ``float_data`` (the GLM backend and its compiled kernel read them as such).
+    """
+    shape = tuple(getattr(X, "shape", ()))
+    if len(shape) < (3 if float_data else 2):
+        want = "(clients, samples, features)" if float_data else "(clients, samples, ...)"
+        raise ValueError(f"X must have shape {want}, got {shape if shape else type(X).__name__}")
+    if float_data:
+        for name, arr in (("X", X), ("y", y)):
+            if not isinstance(arr, np.ndarray) or arr.dtype not in (np.float32, np.float64):
+                kind = arr.dtype if isinstance(arr, np.ndarray) else type(arr).__name__
+                raise TypeError(f"{name} must be a float32 or float64 numpy array, got {kind}")
+        if len(shape) != 3:
+            raise ValueError(f"X must have shape (clients, samples, features), got {shape}")
+    m, n_max = int(shape[0]), int(shape[1])
+    if m < 1:
+        raise ValueError(f"the federation must have at least 1 client, got X of shape {shape}")
+    if n_max < 1:
+        raise ValueError(f"every client must hold at least 1 sample, got X of shape {shape}")
+    if float_data and shape[2] < 1:
+        raise ValueError(f"d (features per sample) must be at least 1, got X of shape {shape}")
+    y_shape = tuple(getattr(y, "shape", ()))
+    if y is not None and y_shape != (m, n_max):
+        raise ValueError(f"y must have shape ({m}, {n_max}) to match X {shape}, got {y_shape or type(y).__name__}")
+    return check_client_counts(n_samples, m, n_max)
+
+
+def _all_finite(arr: np.ndarray) -> bool:
+    # one streaming pass without a temporary: a NaN or an infinity makes the sum non-finite; a finite sum proves
+    # every entry finite, and a sum that overflowed from finite entries is told apart by the exact check
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = arr.sum()
+    return bool(np.isfinite(total)) or bool(np.isfinite(arr).all())
+
+
+def check_federation_data(X: np.ndarray, y: np.ndarray, n_samples: np.ndarray, family: str = "linear") -> None:
+    """Values of validated padded data: finite, zero padding past each client's count, logistic labels in [0, 1].
+
+    Padding rows must be zero because the squared loss of the numpy path sums over them unmasked (a zero row
+    with ``y = 0`` adds 0) while the compiled kernel never reads them: anything else gives the two paths
+    different losses.
+    """
+    for name, arr in (("X", X), ("y", y)):
+        if not _all_finite(arr):
+            bad = np.argwhere(~np.isfinite(arr))[0]
+            raise ValueError(f"{name} must be finite; {name}[{', '.join(map(str, bad))}] = {arr[tuple(bad)]} "
+                             f"({int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))} non-finite entries)")
+    n_max = X.shape[1]
+    if n_samples.min() < n_max:
+        pad = np.arange(n_max)[None, :] >= n_samples[:, None]
+        if np.any(X[pad]) or np.any(y[pad]):
+            i = int(np.flatnonzero((X[pad].reshape(-1, X.shape[2]) != 0).any(1) | (y[pad] != 0))[0])
+            client = int(np.nonzero(pad)[0][i])
+            raise ValueError(f"X and y rows of client {client} beyond n_samples[{client}] = {n_samples[client]} "
+                             "(padding) must be zero")
+    if family == "logistic" and (y.min() < 0 or y.max() > 1):
+        raise ValueError(f"y of the logistic family must hold labels in [0, 1], got values in [{y.min()}, {y.max()}]")

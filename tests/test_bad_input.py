@@ -73,6 +73,12 @@ CASES = [
     ("synth.validation.check_array", lambda f, b: v.check_array("X", [[1, np.inf]]), "X must be finite"),
     ("synth.validation.check_probability", lambda f, b: v.check_probability("p", 0.0), "p must be in (0, 1]"),
     ("synth.validation.check_random_state", lambda f, b: v.check_random_state(-3), "random_state"),
+    ("synth.validation.check_client_counts", lambda f, b: v.check_client_counts([1, 0], 2, 5), "n_samples[1] = 0"),
+    ("synth.validation.check_federation_shape", lambda f, b: v.check_federation_shape(f.X, f.y[:, :3], f.n_samples),
+     "y must have shape"),
+    ("synth.validation.check_federation_data",
+     lambda f, b: v.check_federation_data(np.full((1, 2, 1), np.nan), np.zeros((1, 2)), np.array([2])),
+     "X must be finite"),
     # theta* modes
     ("synth.theta.bernoulli_rescaled", lambda f, b: theta.bernoulli_rescaled(2, 5, -1.0), "R must be"),
     ("synth.theta.bernoulli_scaled", lambda f, b: theta.bernoulli_scaled(0, 5, 1.0), "K must be"),

@@ -14,7 +14,9 @@ __all__ = [
     "DivergenceError",
     "apply_round",
     "assignment_weights",
+    "check_backend",
     "check_common",
+    "check_fitted_models",
     "group_argmin",
     "initial_models",
     "one_hot_runs",
@@ -30,13 +32,71 @@ class DivergenceError(FloatingPointError):
 
 
 def step_sizes(value) -> np.ndarray:
-    """A positive step size or a non-empty list of them (restarts over step sizes)."""
-    arr = np.atleast_1d(np.asarray(value, dtype=np.float64)) if not isinstance(value, str) else None
+    """A positive step size or a non-empty list of them (restarts over step sizes); ``True`` is not a number."""
+    items = value.tolist() if isinstance(value, np.ndarray) else value
+    items = items if isinstance(items, (list, tuple)) else [items]
+    if any(isinstance(v, (bool, np.bool_, str, bytes)) for v in items):
+        raise TypeError(f"step_size must be a positive number or a list of them, got {value!r}")
+    try:
+        arr = np.atleast_1d(np.asarray(value, dtype=np.float64))
+    except (TypeError, ValueError):
+        arr = None
     if arr is None or arr.ndim != 1 or arr.size == 0:
         raise TypeError(f"step_size must be a positive number or a list of them, got {value!r}")
     for v in arr:
         check_real("step_size", float(v), low=0.0, low_inclusive=False)
     return arr
+
+
+# hyper-parameters that scale an update: what a diverged fit names as the ones to lower
+SCALING = ("step_size", "local_step_size", "trmean_step_size", "meta_alpha", "ala_eta", "prox", "proto_lambda",
+           "eta")
+
+
+def check_backend(backend) -> None:
+    """The federation a fit runs on: at least one client and one parameter, one sample count per client in
+    ``[1, ...]``, and (where the backend can tell) data the losses can be computed on.
+
+    Called once per fit, before any work (:class:`synth.algorithms.params.Estimator`); a backend's
+    ``check_data()`` checks its values (:meth:`synth.backend.GLMBackend.check_data`,
+    :meth:`nets.backend.TorchBackend.check_data`).
+    """
+    for attr in ("n_clients", "n_params", "n_samples"):
+        if not hasattr(backend, attr):
+            raise TypeError(f"backend must be a ModelBackend (synth.algorithms.backend) with {attr}, got "
+                            f"{type(backend).__name__}")
+    m = check_int("the number of clients (backend.n_clients)", backend.n_clients, low=1)
+    check_int("the number of model parameters (backend.n_params, d)", backend.n_params, low=1)
+    counts = np.asarray(backend.n_samples)
+    if counts.shape != (m,) or counts.dtype.kind not in "iu" or counts.min() < 1:
+        raise ValueError(f"backend.n_samples must hold {m} integer sample counts >= 1, got "
+                         f"{counts.dtype} array of shape {counts.shape}")
+    check_data = getattr(backend, "check_data", None)
+    if check_data is not None:
+        check_data()
+
+
+def check_fitted_models(est, why: str | None = None) -> None:
+    """Refuse a fit that ended with non-finite models (:class:`DivergenceError`), naming what scales the updates.
+
+    Every estimator's fit ends here (:class:`synth.algorithms.params.Estimator`), so no path reports a clustering
+    or metrics computed from NaN models as a result.  With ``why`` the fit stopped before its end because
+    non-finite values reached a library step (k-means, a linkage, an SVD): always a divergence.
+    """
+    if why is None:
+        models = getattr(est, "models_", None)
+        if models is None:
+            return
+        arr = np.asarray(models, dtype=np.float64)
+        finite = np.isfinite(arr)
+        if finite.all():
+            return
+        why = f"produced non-finite models ({arr.size - int(finite.sum())} of {arr.size} parameters)"
+    params = est.get_params() if hasattr(est, "get_params") else {}
+    knobs = [k for k in SCALING if k in params]
+    lower = f"lower {knobs[0]}" + (f" (or {', '.join(knobs[1:])})" if len(knobs) > 1 else "") if knobs else \
+        "check the data and hyper-parameters"
+    raise DivergenceError(f"{type(est).__name__} {why}; {lower}")
 
 
 def check_common(est) -> None:

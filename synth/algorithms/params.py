@@ -29,7 +29,9 @@ that any one accepts.  Bounds that depend on the data (``n_clusters <= m``) are 
 
 from __future__ import annotations
 
+import functools
 import inspect
+import threading
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -45,7 +47,7 @@ from ..validation import (
     format_interval,
     format_value,
 )
-from .common import step_sizes
+from .common import check_backend, check_fitted_models, step_sizes
 
 __all__ = [
     "SHARED",
@@ -249,6 +251,8 @@ class Estimator:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        if "fit" in cls.__dict__ and not getattr(cls.__dict__["fit"], "_boundary", False):
+            cls.fit = _boundary_fit(cls.__dict__["fit"])
         declared, names = set(cls._parameter_constraints), set(cls._get_param_names())
         if declared != names:
             raise TypeError(f"{cls.__name__}: _parameter_constraints must declare exactly the __init__ "
@@ -303,6 +307,55 @@ class Estimator:
         shown = [f"{k}={format_value(v)}" for k, v in params.items()
                  if sig[k].default is inspect.Parameter.empty or not _same(v, sig[k].default)]
         return f"{type(self).__name__}({', '.join(shown)})"
+
+
+_FITS = threading.local()  # how many fits are running in this thread (an estimator may fit another inside)
+
+
+def _boundary_fit(fit: Callable) -> Callable:
+    """``fit`` with the checks at the boundary of every estimator: the backend's federation before any work
+    (:func:`~synth.algorithms.common.check_backend`) and finite models at the end
+    (:func:`~synth.algorithms.common.check_fitted_models`), once per outermost fit."""
+
+    @functools.wraps(fit)
+    def guarded(self, backend, *args, **kwargs):
+        depth = getattr(_FITS, "depth", 0)
+        if depth == 0:
+            check_backend(backend)
+        _FITS.depth = depth + 1
+        try:
+            out = fit(self, backend, *args, **kwargs)
+        except (ValueError, np.linalg.LinAlgError) as exc:
+            if depth == 0 and _library_non_finite(exc):
+                check_fitted_models(self, f"diverged: non-finite values reached a library step ({_origin(exc)}: "
+                                          f"{str(exc).splitlines()[0][:80]})")
+            raise
+        finally:
+            _FITS.depth = depth
+        if depth == 0:
+            check_fitted_models(self)
+        return out
+
+    guarded._boundary = True
+    return guarded
+
+
+# what scikit-learn, scipy and numpy.linalg say when handed NaN or infinity (a diverged update reached them)
+_NON_FINITE = ("contains nan", "contains infinity", "must contain only finite values", "array must not contain infs",
+               "did not converge", "input contains nan")
+
+
+def _origin(exc: BaseException) -> str:
+    """The top-level package of the frame that raised ``exc`` (``sklearn``, ``scipy``, ``numpy``, ...)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__", "") if tb is not None else ""
+    return module.split(".")[0]
+
+
+def _library_non_finite(exc: BaseException) -> bool:
+    return _origin(exc) in ("sklearn", "scipy", "numpy") and any(t in str(exc).lower() for t in _NON_FINITE)
 
 
 def _same(a, b) -> bool:

@@ -1,0 +1,170 @@
+"""Hostile input at every boundary: malformed federations, diverged fits, tampered stores and checkpoints, full
+disks, unlisted data files and requests of unbounded work.
+
+Each case is refused with a ``ValueError``/``TypeError`` naming the field (Python) or one line on stderr and exit
+status 2 (command lines), before any work where the input alone shows the problem, and with nothing lost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import json
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from synth import algorithms as A
+from synth.backend import GLMBackend
+from synth.federation import LogisticMixture, MixedLinearRegression
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _one_line(code: int, err: str, *fragments: str, status: int = 2) -> None:
+    assert code == status, (code, err)
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for f in fragments:
+        assert f in err, (f, err)
+
+
+@pytest.fixture(scope="module")
+def fed():
+    return MixedLinearRegression(K=2, clients_per_cluster=3, n=20, d=3).sample(0)
+
+
+def _every_estimator():
+    """One small instance of every estimator that runs on the synthetic backend."""
+    return [A.IFCA(n_rounds=2), A.GlobalModel(n_rounds=2), A.LocalModels(local="gd", local_train_steps=2),
+            A.OneShotKMeans(n_rounds=2, kmeans_n_init=1), A.LocalKMeans(n_rounds=2, kmeans_n_init=1),
+            A.SRFCA(threshold=1.0, n_refine=1, trmean_steps=2), A.OneShotIFCA(threshold=1.0, n_rounds=2),
+            A.CLoVE(n_rounds=2, kmeans_n_init=1), A.CFL(n_rounds=2), A.KFED(n_rounds=2, kmeans_n_init=1),
+            A.PACFL(n_rounds=2, n_subspace=1), A.FlexCFL(n_rounds=2, alpha=2, pretrain_steps=2),
+            A.FeSEM(n_rounds=2, warmup_steps=1), A.FedSoft(n_rounds=2), A.PerFedAvg(n_rounds=2),
+            A.FedALA(n_rounds=2)]
+
+
+# -- item 1: the compiled kernel never reads past the arrays --------------------------------------------------------
+
+def test_sample_count_beyond_the_arrays_is_a_value_error(fed):
+    """The reproducer of the segfault (exit 139): a count of 10**7 rows where the arrays hold 20."""
+    bad = dataclasses.replace(fed, n_samples=fed.n_samples.copy())
+    bad.n_samples[-1] = 10**7
+    with pytest.raises(ValueError, match=r"n_samples must be integers in \[1, 20\].*n_samples\[5\] = 10000000"):
+        A.IFCA(n_rounds=5, random_state=1).fit(bad.backend())
+
+
+@pytest.mark.parametrize("kernel", ["auto", "numpy"])
+def test_small_overshoot_and_short_responses_are_refused_on_both_paths(fed, kernel):
+    over = dataclasses.replace(fed, n_samples=fed.n_samples + 1)
+    with pytest.raises(ValueError, match=r"n_samples\[0\] = 21"):
+        GLMBackend(over, kernel=kernel)
+    short = dataclasses.replace(fed, y=fed.y[:, :10])
+    with pytest.raises(ValueError, match=r"y must have shape \(6, 20\)"):
+        GLMBackend(short, kernel=kernel)
+
+
+def test_a_backend_keeps_its_own_checked_counts(fed):
+    """Changing the federation's array after the backend was built cannot reach the kernel's row counts."""
+    own = dataclasses.replace(fed, n_samples=fed.n_samples.copy())
+    be = GLMBackend(own)
+    own.n_samples[0] = 10**7
+    assert be.n_samples[0] == 20
+    with pytest.raises(ValueError, match="read-only"):
+        be.n_samples[0] = 10**7
+    assert np.isfinite(A.IFCA(n_rounds=2, random_state=0).fit(be).models_).all()
+
+
+# -- item 2: malformed data never gives a "successful" fit -----------------------------------------------------------
+
+def _malformed(fed):
+    X = fed.X.copy()
+    X[1, 2, 0] = np.nan
+    y = fed.y.copy()
+    y[0, 0] = np.inf
+    pad = fed.X.copy()
+    n = fed.n_samples.copy()
+    n[2] = 15
+    pad[2, 17, 1] = 1.0  # a non-zero padding row: the numpy path would add its loss, the kernel would not
+    return {
+        "nan in X": (dict(X=X), "X must be finite; X[1, 2, 0] = nan"),
+        "inf in y": (dict(y=y), "y must be finite; y[0, 0] = inf"),
+        "negative count": (dict(n_samples=np.array([20, 20, -1, 20, 20, 20])), "n_samples[2] = -1"),
+        "d = 0": (dict(X=fed.X[:, :, :0]), "d (features per sample) must be at least 1"),
+        "no client": (dict(X=fed.X[:0], y=fed.y[:0], n_samples=fed.n_samples[:0]), "at least 1 client"),
+        "non-zero padding": (dict(X=pad, n_samples=n), "beyond n_samples[2] = 15 (padding) must be zero"),
+    }
+
+
+@pytest.mark.parametrize("case", ["nan in X", "inf in y", "negative count", "d = 0", "no client",
+                                  "non-zero padding"])
+def test_every_estimator_refuses_malformed_data(fed, case):
+    change, fragment = _malformed(fed)[case]
+    bad = dataclasses.replace(fed, **change)
+    for est in _every_estimator():
+        with pytest.raises(ValueError, match=fragment.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
+            est.fit(GLMBackend(bad))
+
+
+def test_logistic_labels_outside_zero_one_are_refused():
+    fed = LogisticMixture(K=2, clients_per_cluster=2, n=10, d=2).sample(0)
+    bad = dataclasses.replace(fed, y=fed.y * 3.0)
+    with pytest.raises(ValueError, match=r"logistic family must hold labels in \[0, 1\]"):
+        A.IFCA(n_rounds=2).fit(bad.backend())
+
+
+@pytest.mark.parametrize("make", [
+    lambda: A.KFED(step_size=1e300, n_rounds=3, kmeans_n_init=1),
+    lambda: A.PACFL(step_size=1e300, n_rounds=3, n_subspace=1),
+    lambda: A.OneShotKMeans(n_rounds=3, local="gd", local_step_size=1e300, kmeans_n_init=1),
+    lambda: A.LocalKMeans(step_size=1e300, n_rounds=3, kmeans_n_init=1),
+    lambda: A.FedSoft(step_size=1e300, n_rounds=3),
+    lambda: A.LocalModels(local="gd", local_step_size=1e300, local_train_steps=3),
+], ids=["kfed", "pacfl", "oneshot-kmeans", "local-kmeans", "fedsoft", "local"])
+def test_a_fit_that_ends_with_non_finite_models_is_a_divergence(fed, make):
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")  # the overflow on the way there
+        with pytest.raises(A.DivergenceError, match=r"(non-finite models|diverged).*; lower (step_size|local_step)"):
+            make().fit(fed.backend())
+
+
+def test_torch_backend_refuses_non_finite_inputs():
+    torch = pytest.importorskip("torch")
+    from nets.backend import TorchBackend
+    from nets.functional import FunctionalModel
+    from nets.models import model_factory
+
+    model = FunctionalModel(model_factory("mlp", (4,), 3, None), "ce", device="cpu", dtype=torch.float32)
+    X = torch.zeros((3, 5, 4))
+    X[1, 2, 3] = float("nan")
+    be = TorchBackend(model, X, torch.zeros((3, 5), dtype=torch.long))
+    with pytest.raises(ValueError, match="X must be finite; 1 input entries"):
+        A.GlobalModel(n_rounds=1, init="default").fit(be)
+    with pytest.raises(ValueError, match=r"n_samples must be integers in \[1, 5\]"):
+        TorchBackend(model, torch.zeros((3, 5, 4)), torch.zeros((3, 5), dtype=torch.long), [5, 6, 5])
+
+
+# -- item 3: a diverged nets run exits 2, whatever the algorithm -----------------------------------------------------
+
+@pytest.mark.parametrize("algo", ["kfed", "local", "cfl", "fesem", "fedsoft"])
+def test_nets_divergence_is_exit_2_for_every_algorithm(algo, capsys):
+    pytest.importorskip("torch")
+    from nets.cli import main as nets_main
+
+    code = nets_main(["run", "--dataset", "digits-rotated", "--algo", algo, "--clients", "4", "--n-per-client",
+                      "10", "--n-test", "5", "--rounds", "2", "--local-steps", "2", "--step-size", "1e30",
+                      "--device", "cpu", "--json"])
+    out, err = capsys.readouterr()
+    _one_line(code, err, "diverged", "--step-size")
+    assert out == ""
+
+
+# -- item 15: loose values ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", [True, [0.1, True], np.bool_(True), "0.1"])
+def test_step_size_must_be_a_number_not_a_bool(fed, value):
+    with pytest.raises(TypeError, match="step_size must be a positive number"):
+        A.IFCA(step_size=value, n_rounds=1).fit(fed.backend())
