@@ -53,6 +53,7 @@ __all__ = [
     "code_hash",
     "comparable",
     "fingerprint",
+    "fingerprint_of",
     "known_backends",
     "run_trials",
     "show_progress",
@@ -108,7 +109,13 @@ def fingerprint(points: Sequence[dict], root_seed: int | np.random.SeedSequence,
     """
     root = (list(root_seed.entropy) if isinstance(root_seed.entropy, Sequence) else root_seed.entropy,
             list(root_seed.spawn_key)) if isinstance(root_seed, np.random.SeedSequence) else root_seed
-    blob = json.dumps({"points": list(points), "root_seed": root, "trial_fn": _callable_id(trial_fn)},
+    return fingerprint_of(points, root, _callable_id(trial_fn))
+
+
+def fingerprint_of(points: Sequence[dict], root: Any, trial_id: str) -> str:
+    """:func:`fingerprint` from the JSON a store's ``meta.json`` keeps (points, root seed, trial function's id),
+    so that a reader can check that the points were not edited after the store was written."""
+    blob = json.dumps({"points": list(points), "root_seed": root, "trial_fn": trial_id},
                       sort_keys=True, allow_nan=False, default=_plain)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

@@ -17,15 +17,27 @@ torn record either: :meth:`TrialStore.append` cuts the file back to where
 the record began before it reports the error.
 
 Every record and ``meta.json`` is checked against its schema when read
-(:func:`check_record`, :func:`check_meta`); a violation is a
-:class:`StoreError` naming the file and the line.
+(:func:`check_record`, :func:`check_meta`), and the records against the
+meta (:func:`verify_records`): each point and trial in range, its seed the
+one :func:`synth.montecarlo.trial_seed` gives that (point, trial), its
+params the meta's point, a finished trial with a result whose metrics are
+numbers, no second and different record of one (point, trial).  The meta
+carries a digest of itself and of the files written beside it
+(``spec.toml``), so an edit to either after the run wrote them is refused;
+a store written before digests existed is read as legacy: its points are
+checked against its fingerprint and its ``spec.toml`` against the stored
+success criterion.  Only regular files are read (a FIFO in place of a file
+would block the reader forever).  A violation is a :class:`StoreError`
+naming the file and the line.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
+import stat
 import tempfile
 import warnings
 from collections.abc import Iterable
@@ -44,7 +56,9 @@ __all__ = [
     "check_record",
     "read_meta",
     "read_records",
+    "regular_file",
     "save_figure_atomic",
+    "verify_records",
     "write_json_atomic",
     "write_text_atomic",
 ]
@@ -78,8 +92,36 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def regular_file(path: str | os.PathLike, what: str = "file") -> bool:
+    """Whether ``path`` exists; a StoreError when it exists but is not a regular file (a FIFO, socket, device or
+    folder), which a reader would block on or misread."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(mode):
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "not a regular file")
+        raise StoreError(f"{path}: the {what} is {kind}, not a regular file; remove it or use another directory")
+    return True
+
+
+def _read_regular(path: Path, what: str) -> bytes:
+    """The bytes of a regular file, opened without blocking (a FIFO swapped in after the check is refused too)."""
+    regular_file(path, what)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise StoreError(f"{path}: the {what} is not a regular file; remove it or use another directory")
+        return fh.read()
+
+
 def _write_atomic(path: str | os.PathLike, write, binary: bool) -> None:
-    """``write(fh)`` into a temporary file beside ``path``, fsync, rename: readers see old or new, never half."""
+    """``write(fh)`` into a temporary file beside ``path``, fsync, rename: readers see old or new, never half.
+
+    An error while writing (a full disk) names ``path``, not the temporary file or no file at all.
+    """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=path.suffix + ".tmp", dir=path.parent)
     try:
@@ -90,11 +132,14 @@ def _write_atomic(path: str | os.PathLike, write, binary: bool) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError) and type(exc).__module__ == "builtins" and exc.errno is not None \
+                and exc.filename in (None, tmp):
+            raise type(exc)(exc.errno, exc.strerror or str(exc), str(path)) from None
         raise
     _fsync_dir(path.parent)
 
@@ -121,12 +166,17 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
-def _parse_lines(data: bytes, path: Path) -> tuple[list[dict], int, int]:
-    """Records in ``data``, the byte length of the valid prefix, and the number of torn tail bytes dropped."""
+def _parse_lines(data: bytes, path: Path, lines: list[int] | None = None) -> tuple[list[dict], int, int]:
+    """Records in ``data``, the byte length of the valid prefix, and the number of torn tail bytes dropped.
+
+    ``lines`` (if given) receives each record's line number.
+    """
     records: list[dict] = []
     pos = 0
     n = len(data)
+    lineno = 0
     while pos < n:
+        lineno += 1
         end = data.find(b"\n", pos)
         last = end < 0
         line = data[pos:] if last else data[pos:end]
@@ -143,13 +193,13 @@ def _parse_lines(data: bytes, path: Path) -> tuple[list[dict], int, int]:
             if not rest.strip():
                 # a complete but garbled final line: also a torn write (e.g. a zero-filled block after a crash)
                 return records, pos, n - pos
-            lineno = data[:pos].count(b"\n") + 1
             raise StoreError(f"{path}: line {lineno} is not a JSON record and is followed by more records; "
                              "the store is corrupt (a crash can only tear the last line)")
         if obj is not None:
-            lineno = data[:pos].count(b"\n") + 1
             check_record(obj, f"{path}, line {lineno}")
             records.append(obj)
+            if lines is not None:
+                lines.append(lineno)
         pos = end + 1
     return records, pos, 0
 
@@ -217,28 +267,191 @@ def check_meta(meta: Any, where: str = META_FILE, require: tuple[str, ...] = ("f
 
 
 def read_records(directory: str | os.PathLike) -> list[dict]:
-    """All committed records of a store (read-only); a torn last line is skipped with a warning."""
+    """All committed records of a store (read-only), verified against its meta (:func:`verify_records`); a torn
+    last line is skipped with a warning."""
     path = Path(directory) / RECORDS_FILE
-    if not path.exists():
+    if not regular_file(path, "record file"):
         raise StoreError(f"store directory {str(directory)!r} has no {RECORDS_FILE} (not a sweep output?)")
-    records, _, torn = _parse_lines(path.read_bytes(), path)
+    meta = read_meta(directory)
+    lines: list[int] = []
+    records, _, torn = _parse_lines(_read_regular(path, "record file"), path, lines)
     if torn:
         warnings.warn(f"{path}: dropped a torn last record ({torn} bytes); it will be recomputed on --resume",
                       TornRecordWarning, stacklevel=2)
+    verify_records(records, meta, path, lines)
     return records
 
 
 def read_meta(directory: str | os.PathLike) -> dict | None:
-    """The store's ``meta.json`` (schema-checked, see :func:`check_meta`), or ``None`` if there is none yet."""
+    """The store's ``meta.json`` (schema-checked, see :func:`check_meta`, and checked against its digest or, in a
+    store written before digests, against its fingerprint), or ``None`` if there is none yet."""
     path = Path(directory) / META_FILE
-    if not path.exists():
+    if not regular_file(path, "meta file"):
         return None
     try:
-        meta = json.loads(path.read_bytes().decode("utf-8"))
+        meta = json.loads(_read_regular(path, "meta file").decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise StoreError(f"{path}: not valid JSON ({one_line(str(exc))}); restore it or use another directory") \
             from None
-    return check_meta(meta, str(path))
+    check_meta(meta, str(path))
+    _check_digest(meta, Path(directory), path)
+    return meta
+
+
+# -- digests and record verification ------------------------------------------------------------------------------
+
+DIGEST_KEY = "digest"
+
+
+def _canonical(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, allow_nan=False, separators=(",", ":")).encode("utf-8")
+
+
+def _meta_hash(meta: dict) -> str:
+    return hashlib.sha256(_canonical({k: v for k, v in meta.items() if k != DIGEST_KEY})).hexdigest()
+
+
+def _with_digest(meta: dict, directory: Path, files: Iterable[str]) -> dict:
+    """``meta`` with the SHA-256 of itself and of ``files`` (names in ``directory``, already written)."""
+    digests = {name: hashlib.sha256((directory / name).read_bytes()).hexdigest() for name in sorted(files)}
+    meta = {k: v for k, v in meta.items() if k != DIGEST_KEY}
+    return {**meta, DIGEST_KEY: {"meta": _meta_hash(meta), "files": digests}}
+
+
+def _check_digest(meta: dict, directory: Path, path: Path) -> None:
+    """Refuse a meta.json (or a file its digest covers) changed after the store wrote it; legacy stores (no
+    digest) are checked against their fingerprint and spec.toml instead."""
+    digest = meta.get(DIGEST_KEY)
+    if digest is None:
+        _check_legacy(meta, directory, path)
+        return
+    files = digest.get("files") if isinstance(digest, dict) else None
+    if not isinstance(digest, dict) or not isinstance(digest.get("meta"), str) or not isinstance(files, dict):
+        raise StoreError(f"{path}: its 'digest' is not the store's (meta.json was edited); restore it or use another "
+                         "directory")
+    if _meta_hash(meta) != digest["meta"]:
+        raise StoreError(f"{path}: meta.json was changed after the store wrote it (its digest does not match); "
+                         "restore it, or rerun the sweep into a new directory")
+    for name, want in files.items():
+        other = directory / str(name)
+        if not regular_file(other, "file") or hashlib.sha256(_read_regular(other, "file")).hexdigest() != want:
+            raise StoreError(f"{other}: changed or removed after the store wrote it (the digest in {path} does not "
+                             "match); restore it, or rerun the sweep into a new directory")
+
+
+def _check_legacy(meta: dict, directory: Path, path: Path) -> None:
+    points, root, trial_id = meta.get("points"), meta.get("root_seed"), meta.get("trial_fn")
+    if isinstance(points, list) and isinstance(trial_id, str) and isinstance(root, int) \
+            and not isinstance(root, bool):
+        from .montecarlo import fingerprint_of
+
+        try:
+            same = fingerprint_of(points, root, trial_id) == meta["fingerprint"]
+        except (TypeError, ValueError):
+            same = False
+        if not same:
+            raise StoreError(f"{path}: its points, root_seed or trial_fn do not match its fingerprint (meta.json was "
+                             "edited); restore it, or rerun the sweep into a new directory")
+    spec = meta.get("spec")
+    toml_path = directory / "spec.toml"
+    if meta.get("kind") == "synth-sweep" and isinstance(spec, dict) and isinstance(spec.get("source"), dict) \
+            and regular_file(toml_path, "spec file"):
+        import tomllib
+
+        try:
+            raw = tomllib.loads(_read_regular(toml_path, "spec file").decode("utf-8"))
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+            raw = None
+        if raw is not None and raw != spec["source"]:
+            raise StoreError(f"{path}: its spec differs from {toml_path} (one of them was edited after the sweep "
+                             "wrote them); restore it, or rerun the sweep into a new directory")
+        if raw is not None and "success" in spec:
+            from .sweep import _parse_success
+
+            try:
+                parsed = _parse_success(raw.get("success", {}))
+            except (TypeError, ValueError):
+                parsed = None
+            if parsed != spec["success"]:
+                raise StoreError(f"{path}: its success criterion differs from the one in {toml_path} (meta.json was "
+                                 "edited); restore it, or rerun the sweep into a new directory")
+
+
+def _typed_metrics(meta: dict | None) -> tuple[str, ...]:
+    """Result fields a report judges or averages (the spec's success metrics and outputs.metrics)."""
+    spec = meta.get("spec") if isinstance(meta, dict) else None
+    if not isinstance(spec, dict):
+        return ()
+    names = []
+    for table, key in ((spec.get("success"), "metric"), (spec.get("outputs"), "metrics")):
+        value = table.get(key) if isinstance(table, dict) else None
+        names += [value] if isinstance(value, str) else [v for v in value or [] if isinstance(v, str)]
+    return tuple(dict.fromkeys(names))
+
+
+def _strip_clock(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _strip_clock(v) for k, v in obj.items() if k != "seconds"}
+    return obj
+
+
+def verify_records(records: list[dict], meta: dict | None, path: str | os.PathLike,
+                   lines: list[int] | None = None) -> None:
+    """Refuse records that this store's meta cannot have produced, naming the file and line (StoreError).
+
+    With the meta's points: every point in range and every record's params equal to its point.  With an integer
+    root seed: every seed equal to :func:`synth.montecarlo.trial_seed` of its (point, trial).  Trials beyond the
+    largest count any session ran (``trials_max``; a legacy store: beyond ``trials`` where the seed cannot be
+    checked) are refused.  A finished trial (status ok) must have a non-empty result, and the metrics the spec's
+    success criterion and outputs name must be numbers, true/false or null.  Two records of one (point, trial)
+    must be equal up to wall-clock times.  Without a meta only the record schema applies.
+    """
+    if not isinstance(meta, dict):
+        return
+    lines = lines if lines is not None else list(range(1, len(records) + 1))
+    points = meta.get("points") if isinstance(meta.get("points"), list) else None
+    root = meta.get("root_seed")
+    root = root if isinstance(root, int) and not isinstance(root, bool) else None
+    bound = meta.get("trials_max")
+    if not isinstance(bound, int) or isinstance(bound, bool):
+        bound = meta.get("trials") if root is None and isinstance(meta.get("trials"), int) else None
+    metrics = _typed_metrics(meta)
+    seen: dict[tuple[int, int], tuple[dict, int]] = {}
+    seed_of = None
+    if root is not None:
+        from .montecarlo import trial_seed as seed_of
+    for rec, line in zip(records, lines, strict=True):
+        where = f"{path}, line {line}"
+        p, t = rec["point"], rec["trial"]
+        if points is not None and p >= len(points):
+            raise StoreError(f"{where}: point {p} is out of range (meta.json lists {len(points)} points); the line "
+                             "was edited or copied from another store -- remove it")
+        if bound is not None and t >= bound:
+            raise StoreError(f"{where}: trial {t} is out of range (the store's runs asked for {bound} trials per "
+                             "point); the line was edited or copied from another store -- remove it")
+        if seed_of is not None and rec["seed"] != seed_of(root, p, t):
+            raise StoreError(f"{where}: seed {rec['seed']} is not the seed of point {p}, trial {t} "
+                             f"({seed_of(root, p, t)}); the line was edited or copied from another store -- remove it")
+        if points is not None and rec["params"] != points[p]:
+            keys = sorted(set(rec["params"]) | set(points[p]), key=str)
+            key = next(k for k in keys if rec["params"].get(k, KeyError) != points[p].get(k, KeyError))
+            raise StoreError(f"{where}: params differ from point {p} of meta.json ({key}: "
+                             f"{json.dumps(rec['params'].get(key))[:40]} here, {json.dumps(points[p].get(key))[:40]} "
+                             "there); the line was edited or copied from another store -- remove it")
+        if rec["status"] == "ok" and not rec["result"]:
+            raise StoreError(f"{where}: a finished trial (status ok) with an empty result; remove the line (the trial "
+                             "is rerun on --resume)")
+        for name in metrics:
+            value = rec["result"].get(name)
+            if value is not None and not isinstance(value, (bool, int, float)):
+                raise StoreError(f"{where}: result {name!r} must be a number, true/false or null, got "
+                                 f"{json.dumps(value)[:40]}; the line was edited -- remove it")
+        first = seen.get((p, t))
+        if first is None:
+            seen[(p, t)] = (rec, line)
+        elif _strip_clock(first[0]) != _strip_clock(rec):
+            raise StoreError(f"{where}: a second, different record of point {p}, trial {t} (the first is on line "
+                             f"{first[1]}); a store holds one result per trial -- remove the wrong line")
 
 
 def _json_default(obj: Any) -> Any:
@@ -324,12 +537,21 @@ class TrialStore:
             raise StoreError(f"out must be a directory, but {str(self.directory)!r} is a file")
         self.directory.mkdir(parents=True, exist_ok=True)
         self._lock()
+        try:
+            return self._open(meta, resume, files)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, meta: dict[str, Any], resume: bool, files: dict[str, str] | None) -> list[dict]:
         path = self.directory / RECORDS_FILE
         old = read_meta(self.directory)
         records: list[dict] = []
-        if path.exists():
-            data = path.read_bytes()
-            records, good, torn = _parse_lines(data, path)
+        if regular_file(path, "record file"):
+            data = _read_regular(path, "record file")
+            lines: list[int] = []
+            records, good, torn = _parse_lines(data, path, lines)
+            verify_records(records, old, path, lines)
             if records and not resume:
                 self.close()
                 raise StoreError(f"{str(self.directory)!r} already holds {len(records)} finished trial(s); "
@@ -352,9 +574,19 @@ class TrialStore:
             # one meta per store: keep when it was created, and log every session that appended to it
             meta = {**meta, "created": old.get("created", meta.get("created")),
                     "sessions": list(old.get("sessions", [])) + list(meta.get("sessions", []))}
-        write_json_atomic(self.directory / META_FILE, meta)
+        # the largest trial count any session ran: records up to it are the store's own (trials may be lowered
+        # before a resume, and those records stay)
+        counts = [c for c in (meta.get("trials"), (old or {}).get("trials_max") if same else None,
+                              (old or {}).get("trials") if same else None) if isinstance(c, int)]
+        counts += [max(r["trial"] for r in records) + 1] if records else []
+        if counts and "trials" in meta:
+            meta["trials_max"] = max(counts)
         for name, text in (files or {}).items():
             write_text_atomic(self.directory / name, text)
+        covered = set(files or {})
+        if same and isinstance(old.get(DIGEST_KEY), dict):  # files an earlier session wrote and this one did not
+            covered |= {n for n in old[DIGEST_KEY].get("files", {}) if (self.directory / n).is_file()}
+        write_json_atomic(self.directory / META_FILE, _with_digest(meta, self.directory, covered))
         existed = path.exists()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if not existed:

@@ -447,6 +447,8 @@ def load_spec(path: str | Path) -> SweepSpec:
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"spec file {str(path)!r} is a directory; give the .toml file")
+    if path.exists() and not path.is_file():
+        raise ValueError(f"spec file {str(path)!r} is not a regular file (a FIFO or device?); give the .toml file")
     if not path.is_file():
         raise ValueError(f"spec file {str(path)!r} does not exist")
     try:

@@ -168,3 +168,155 @@ def test_nets_divergence_is_exit_2_for_every_algorithm(algo, capsys):
 def test_step_size_must_be_a_number_not_a_bool(fed, value):
     with pytest.raises(TypeError, match="step_size must be a positive number"):
         A.IFCA(step_size=value, n_rounds=1).fit(fed.backend())
+
+
+# -- items 8 and 9: stores are regular files, verified on read --------------------------------------------------------
+
+TINY_SPEC = """\
+name = "tiny"
+trials = 2
+seed = 3
+[fixed]
+K = 2
+clients_per_cluster = 3
+n = 10
+d = 3
+rounds = 3
+[grid]
+sigma = [0.1, 0.2]
+[success]
+metric = "param_error"
+max = "0.6 * sigma"
+"""
+
+
+@pytest.fixture(scope="module")
+def _tiny_store(tmp_path_factory):
+    from synth.cli import main as synth_main
+
+    base = tmp_path_factory.mktemp("tiny")
+    (base / "tiny.toml").write_text(TINY_SPEC)
+    assert synth_main(["sweep", str(base / "tiny.toml"), "--out", str(base / "store"), "--quiet"]) == 0
+    return base
+
+
+@pytest.fixture
+def store(_tiny_store, tmp_path):
+    """A fresh copy of a finished 2-point x 2-trial sweep store, and its spec."""
+    import shutil
+
+    shutil.copytree(_tiny_store / "store", tmp_path / "store", ignore=shutil.ignore_patterns(".lock"))
+    shutil.copy(_tiny_store / "tiny.toml", tmp_path / "tiny.toml")
+    return tmp_path / "tiny.toml", tmp_path / "store"
+
+
+def _lines(out: Path) -> list[dict]:
+    return [json.loads(x) for x in (out / "trials.jsonl").read_text().splitlines()]
+
+
+def _write_lines(out: Path, records: list[dict]) -> None:
+    (out / "trials.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+
+
+def _edit_record(line: int, change):
+    def edit(out: Path) -> None:
+        recs = _lines(out)
+        change(recs[line - 1])
+        _write_lines(out, recs)
+    return edit
+
+
+def _duplicate(out: Path) -> None:
+    recs = _lines(out)
+    twin = json.loads(json.dumps(recs[0]))
+    twin["result"]["param_error"] = 0.0
+    _write_lines(out, recs + [twin])
+
+
+def _foreign_params(out: Path) -> None:
+    recs = _lines(out)
+    other = next(r for r in recs if r["point"] != recs[0]["point"])
+    recs[0]["params"] = other["params"]
+    _write_lines(out, recs)
+
+
+def _edit_meta(change, keep_digest: bool = True):
+    def edit(out: Path) -> None:
+        meta = json.loads((out / "meta.json").read_text())
+        if not keep_digest:
+            meta.pop("digest")
+        change(meta)
+        (out / "meta.json").write_text(json.dumps(meta))
+    return edit
+
+
+def _relabel_sigma(meta: dict) -> None:
+    for pts in (meta["points"], meta["spec"]["points"]):
+        pts[0]["sigma"] = 5.0
+
+
+def _always_success(meta: dict) -> None:
+    meta["spec"]["success"]["max"] = "100"
+
+
+@pytest.mark.parametrize("edit, fragments", [
+    (_duplicate, ["trials.jsonl, line 5", "second, different record of point 0, trial 0"]),
+    (_edit_record(2, lambda r: r.update(point=7)), ["line 2", "point 7 is out of range"]),
+    (_edit_record(2, lambda r: r.update(trial=9)), ["line 2", "trial 9 is out of range"]),
+    (_edit_record(3, lambda r: r.update(seed=r["seed"] + 1)), ["line 3", "is not the seed of point"]),
+    (_foreign_params, ["line 1", "params differ from point 0", "sigma"]),
+    (_edit_record(1, lambda r: r.update(result={})), ["line 1", "empty result"]),
+    (_edit_record(4, lambda r: r["result"].update(param_error="small")), ["line 4", "'param_error' must be a number"]),
+    (_edit_meta(_relabel_sigma), ["meta.json", "changed after the store wrote it"]),
+    (_edit_meta(_always_success), ["meta.json", "changed after the store wrote it"]),
+    (lambda out: (out / "spec.toml").write_text(TINY_SPEC.replace("0.6 * sigma", "100")),
+     ["spec.toml", "changed or removed after the store wrote it"]),
+    (_edit_meta(_relabel_sigma, keep_digest=False), ["meta.json", "do not match its fingerprint"]),
+    (_edit_meta(_always_success, keep_digest=False), ["meta.json", "success criterion differs", "spec.toml"]),
+], ids=["conflicting-duplicate", "point-out-of-range", "trial-out-of-range", "edited-seed", "foreign-params",
+        "empty-result", "string-metric", "meta-sigma", "meta-success", "spec-toml", "legacy-sigma", "legacy-success"])
+def test_tampered_store_is_refused_naming_file_and_line(store, edit, fragments, capsys):
+    from synth.cli import main as synth_main
+
+    spec, out = store
+    edit(out)
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    _one_line(synth_main(["report", str(out)]), capsys.readouterr().err, *fragments)
+    _one_line(synth_main(["sweep", str(spec), "--out", str(out), "--quiet", "--resume"]), capsys.readouterr().err,
+              *fragments)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name != ".lock"} == before
+
+
+def test_a_store_written_before_digests_is_read_and_resumed(store, capsys):
+    """Legacy stores (no digest in meta.json) stay readable: their records are checked for consistency."""
+    from synth.cli import main as synth_main
+
+    spec, out = store
+    _edit_meta(lambda meta: None, keep_digest=False)(out)
+    assert synth_main(["report", str(out)]) == 0
+    assert synth_main(["sweep", str(spec), "--out", str(out), "--quiet", "--resume"]) == 0
+    assert "digest" in json.loads((out / "meta.json").read_text())  # resumed: now written with one
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("store_dir", sorted(str(p.parent.relative_to(ROOT))
+                                             for p in (ROOT / "figures" / "measured").glob("*/store/meta.json")))
+def test_committed_stores_pass_verification(store_dir):
+    from synth.store import read_meta, read_records
+
+    assert read_meta(ROOT / store_dir) is not None
+    assert read_records(ROOT / store_dir)
+
+
+@pytest.mark.parametrize("command", ["report", "resume"])
+def test_a_fifo_in_place_of_the_records_is_refused_not_waited_on(store, command):
+    import subprocess
+    import sys
+
+    spec, out = store
+    (out / "trials.jsonl").unlink()
+    os.mkfifo(out / "trials.jsonl")
+    argv = ["report", str(out)] if command == "report" else ["sweep", str(spec), "--out", str(out), "--resume"]
+    proc = subprocess.run([sys.executable, "-m", "synth", *argv], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "CFLAB_QUIET": "1"})
+    _one_line(proc.returncode, proc.stderr, "trials.jsonl", "FIFO")
