@@ -155,6 +155,8 @@ def collect(root: Path = HERE, data_dir: str | None = None, names: Iterable[str]
         ctx = Context(out=Path(out or tmp), size="full", n_jobs=1, device="cpu", data_dir=data_dir,
                       stored=Path(root), requests=requests)
         for name in names:
+            if targets[name].why_not(ctx):  # e.g. no data: its numbers have no runs (data not available)
+                continue
             section = targets[name].run(ctx)
             rows[name] = list(section.rows)
     return requests, rows
@@ -686,3 +688,30 @@ def refresh(budget_hours: float = BUDGET_HOURS, root: Path = HERE, data_dir: str
         body = body.rstrip() + "\n\n## The paper-scale campaign (`campaign.csv`)\n\n" + block + "\n"
     write_text_atomic(readme, body)
     return path, text
+
+
+# -- how each cell's setting differs from the paper's (printed on its paper-scale rows) -------------------------------
+
+def protocol(cell: Cell) -> list[str]:
+    """The settings a cell's runs choose where the paper is silent, and where they differ from the paper."""
+    from .clove_nets import FULL_N_TEST, TEXT_DEVIATION
+
+    f = cell.folder
+    if f == "ifca-table1":
+        return ["rounds: 300 (IFCA does not give them)",
+                "rows marked [IFCA's test] use the paper's test (400 test machines of 100 images, each scored by its "
+                "min-loss model); the other rows score each client's own test images"]
+    if f == "srfca-simulated":
+        return ["lambda tuned over {1, 1.5, 2, 3} on the mean test accuracy of the seeds (SR-FCA tunes lambda and "
+                "beta; beta = 0.1 here)",
+                "CFL with Sattler et al.'s thresholds (SR-FCA gives none)",
+                "each client scored on its own test images"]
+    if f == "clove-amazon":
+        return [TEXT_DEVIATION["Amazon"]]
+    if f.startswith("clove-unsup"):
+        return ["5 clients per cluster (10 clusters, one digit each) of 250 images (CLoVE App. C.2); "
+                f"{FULL_N_TEST} test images per client (not given)"]
+    if f.startswith("clove-"):
+        return ["5 clients per cluster (CLoVE: 20-100 clients in 4-10 clusters, not per table)",
+                f"{FULL_N_TEST} test images per client (not given)"]
+    return []

@@ -41,6 +41,10 @@ class Row:
     source: str = ""
     note: str = ""
     compared: str = ""  # keys of the published numbers an ordering row compares (';'-separated), for the headline
+    # (mean, std, n) of the reproduced number at the paper's scale (x scale), for tests against the paper's ±
+    stats: tuple | None = None
+    # a paper-scale row's Welch test against the paper's mean +- std (figures.measured.campaign_rows)
+    welch: str = ""
 
 
 def fmt(value: float | None, pm: float | None = None, decimals: int = 2) -> str:
@@ -78,7 +82,8 @@ def numeric_row(item: str, pub: Published | None, mean: float | None, std: float
         verdict = "equal" if round(m, pub.decimals) == round(pub.value, pub.decimals) else "differs"
     else:
         verdict = "within ±" if abs(diff) <= pub.pm + 0.5 * 10 ** (-pub.decimals) else "outside ±"
-    return Row(item, fmt(pub.value, pub.pm, decimals), rep, f"{diff:+.{decimals}f}", verdict, pub.source(), note)
+    return Row(item, fmt(pub.value, pub.pm, decimals), rep, f"{diff:+.{decimals}f}", verdict, pub.source(), note,
+               stats=(m, s, n))
 
 
 def not_run_row(item: str, pub: Published | None, reason: str) -> Row:

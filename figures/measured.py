@@ -259,6 +259,87 @@ def store_rows(folder: Path = HERE) -> list[Row]:
     return rows
 
 
+def campaign_rows(folder: Path = HERE, data_dir: str | None = None) -> tuple[list[Row], list[dict]]:
+    """The paper-scale rows of the campaign's stored runs (:mod:`figures.campaign`): every real-data target's rows
+    at its ``--full`` setting, computed from the runs stored under ``folder`` (nothing is run), keeping the rows
+    that stored runs answer.
+
+    A number held to the paper's ``±`` keeps the target's verdict (*within ±* / *outside ±*); where both sides
+    have at least 3 seeds a Welch test of the two means (the paper's ``±`` read as a standard deviation over its
+    seeds: IFCA and SR-FCA 5, CLoVE 3), Holm-corrected per table, adds *consistent* or *differs* at 0.05.  Each
+    row's note gives its seeds and the cell's protocol differences (:func:`figures.campaign.protocol`).
+    """
+    from .campaign import PAPER_SEEDS, cells, collect, minimal_seeds, protocol
+    from .verdicts import holm
+
+    requests, by_target = collect(folder, data_dir)
+    cell_list = cells(requests)
+    stored = {}
+    for c in cell_list:
+        n_points = len(c.points())
+        per_trial: dict[int, int] = {}
+        for r in c.requests:
+            if r.path(folder).exists():
+                per_trial[r.trial] = per_trial.get(r.trial, 0) + 1
+        stored[c.name] = sum(1 for t, k in per_trial.items() if k == n_points)
+    by_source = {p.source(): c for c in cell_list for p in c.published}
+    rows, table, seen = [], [], set()
+    for trows in by_target.values():
+        for r in trows:
+            cell = by_source.get(r.source)
+            if r.compared:  # an ordering of methods at the paper's scale
+                if r.verdict.startswith(("not run", "inconclusive (fewer than")) or (r.item, r.verdict) in seen:
+                    continue
+                seen.add((r.item, r.verdict))
+                rows.append(replace(r, item=f"{r.item} [paper scale]"))
+                continue
+            if cell is None or not stored[cell.name] or r.verdict.startswith("not run") or r.source in seen \
+                    and r.stats is None:
+                continue
+            if r.stats is None and r.verdict.startswith(("agrees", "disagrees", "inconclusive")):
+                continue  # qualitative claims are judged on the target's own runs
+            seen.add(r.source)
+            pub = next(p for p in cell.published if p.source() == r.source)
+            n = r.stats[2] if r.stats else 0
+            notes = [x for x in r.note.split("; ") if x and "not run yet" not in x]
+            diffs = protocol(cell)
+            minimal = minimal_seeds(cell)
+            note = (f"paper scale: cell `{cell.name}`, {n} seed(s) stored (minimal test {minimal}, the paper "
+                    f"{PAPER_SEEDS[pub.paper]}); runs: `figures/measured/{cell.folder}/`; command: `python "
+                    f"paper_repro.py --campaign run`; protocol differences: {'; '.join(diffs) or 'none known'}"
+                    + (f"; {'; '.join(notes)}" if notes else ""))
+            table.append({"row": len(rows), "paper": pub.paper, "artifact": pub.artifact, "pub": pub, "n": n,
+                          "minimal": minimal, "cell": cell.name, "stats": r.stats})
+            rows.append(replace(r, item=f"{pub.paper} {pub.artifact}: {r.item} [paper scale]", note=note))
+    # Welch tests against the paper's mean +- std over its seeds, Holm per table
+    tests: dict[tuple, list[tuple[int, float]]] = {}
+    for t in table:
+        pub, stats = t["pub"], t["stats"]
+        ps = PAPER_SEEDS[pub.paper]
+        if stats is None or pub.pm is None or t["n"] < 3 or ps < 3:
+            continue
+        p = _welch_p(stats[0], stats[1], t["n"], pub.value, pub.pm, ps)
+        tests.setdefault((pub.paper, pub.artifact), []).append((t["row"], p))
+    for pairs in tests.values():
+        adjusted = holm([p for _, p in pairs])
+        for (i, p), q in zip(pairs, adjusted, strict=True):
+            word = "consistent" if q >= 0.05 else "differs"
+            rows[i] = replace(rows[i], welch=f"{word} (Welch p = {p:.3g}, Holm {q:.3g})")
+    for t in table:
+        t["welch"] = rows[t["row"]].welch
+        t["verdict"] = rows[t["row"]].verdict
+    return rows, table
+
+
+def _welch_p(m1: float, s1: float, n1: int, m2: float, s2: float, n2: int) -> float:
+    """Two-sided Welch p-value of two means from their standard deviations and counts (1.0 when both are exact)."""
+    from scipy.stats import ttest_ind_from_stats
+
+    if s1 == 0 and s2 == 0:
+        return 1.0 if m1 == m2 else 0.0
+    return float(ttest_ind_from_stats(m1, s1, n1, m2, s2, n2, equal_var=False).pvalue)
+
+
 @register("measured-runs", "all papers", "Stored paper-scale runs (figures/measured/*.json) against the published "
           "numbers", kind="measured")
 def measured_target(ctx: Context) -> Section:
@@ -266,6 +347,8 @@ def measured_target(ctx: Context) -> Section:
     rows, table = measured_rows()
     stored = store_rows()
     rows += stored
+    paper_scale, cells = campaign_rows(data_dir=ctx.data_dir)
+    rows += paper_scale
     folder = ctx.folder("measured-runs")
     files = [write_rows(rows, folder / "comparison.csv")] if rows else []
     hours = sum(t["hours"] for t in table if not math.isnan(t["hours"]))
@@ -277,4 +360,25 @@ def measured_target(ctx: Context) -> Section:
              f"{len(load_stores())} such store(s) are judged against the paper's claim about the figure, one row per "
              "curve. These runs are not recomputed by `paper_repro.py`.")
     notes = [f"**{r.item}**: {r.note}" for r in rows if r.note]  # seeds, command, protocol differences
-    return build_section("Stored paper-scale runs", intro, "measured-runs", [], rows, files, notes)
+    return build_section("Stored paper-scale runs", intro, "measured-runs", [], rows, files, notes,
+                         extra=_campaign_table(paper_scale, cells))
+
+
+def _campaign_table(rows: list[Row], cells: list[dict]) -> str:
+    """The campaign's paper-scale numbers: reproduced mean ± std against the paper's, within ±, Welch test."""
+    if not cells:
+        return ("**Paper-scale campaign**: no run stored yet (`python paper_repro.py --campaign plan` lists the cells "
+                "and their cost: `figures/measured/campaign.csv`).")
+    held = [c for c in cells if c["n"] >= c["minimal"]]
+    lines = [f"**Paper-scale campaign** (`python paper_repro.py --campaign run`; manifest "
+             f"`figures/measured/campaign.csv`): {len(cells)} published numbers with stored runs at the paper's "
+             f"setting, {len(held)} of them with at least the minimal test's seeds (3, or the paper's own count if "
+             "smaller; IFCA Table I: 1). *within ±*: |reproduced mean - paper| <= the paper's ± (plus half a unit of "
+             "its last digit); Welch: the two means tested with the paper's ± as its standard deviation over its "
+             "seeds, Holm-corrected per table, *consistent* at p >= 0.05, where both sides have >= 3 seeds.", "",
+             "| number | paper | reproduced | difference | within ± | Welch |", "|---|---|---|---|---|---|"]
+    for c in cells:
+        r = rows[c["row"]]
+        lines.append(f"| {r.item} | {r.paper} | {r.reproduced} | {r.difference} | {r.verdict} | "
+                     f"{r.welch or 'not tested (fewer than 3 seeds)'} |")
+    return "\n".join(lines)

@@ -1,0 +1,156 @@
+"""The paper-scale campaign (figures/campaign.py): runs collected from the targets, the one-JSON-per-run store, the
+manifest and budget, and the paper-scale rows (figures/measured.campaign_rows)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+pytest.importorskip("torch")
+
+from figures import campaign  # noqa: E402
+from figures.published import tables  # noqa: E402
+from figures.registry import Context  # noqa: E402
+from figures.runs import run_points  # noqa: E402
+from figures.trials import nets_trial  # noqa: E402
+from synth.montecarlo import trial_seed  # noqa: E402
+from synth.store import StoreError  # noqa: E402
+
+
+@pytest.fixture
+def fake_data(tmp_path):
+    """A data directory whose MNIST, Amazon and AG News folders exist (their files are never read by the collection)."""
+    root = tmp_path / "data"
+    for folder in ("mnist", "amazon-blitzer", "ag-news"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "placeholder").write_text("x")
+    return str(root)
+
+
+def _cell(requests, name_part):
+    return next(c for c in campaign.cells(requests) if name_part in c.name)
+
+
+def test_runs_are_the_targets_full_size_runs(tmp_path, fake_data):
+    requests, rows = campaign.collect(tmp_path / "store", fake_data, names=["clove-table5"])
+    cell = _cell(requests, "unsup-mnist")
+    # CLoVE Table 5 at --full: FedAvg, Local-only, IFCA, CLoVE x the paper's 3 seeds, 50 clients of 250 images
+    assert sorted({r.point["algo"] for r in cell.requests}) == ["clove", "global", "ifca", "local"]
+    assert cell.seeds == 3 and cell.clients == 50 and len(cell.requests) == 12
+    assert {r.point["n_per_client"] for r in cell.requests} == {250}
+    # the seed of trial t of point p is the sweep engine's: the same runs as `paper_repro.py --full`
+    assert all(r.seed == trial_seed(2041, r.point_index, r.trial) for r in cell.requests)
+    assert len({r.key for r in cell.requests}) == 12
+    assert [p.artifact for p in cell.published] == ["Table 5"] * 4
+    # nothing is stored: every numeric row of the target says so
+    assert all(r.verdict.startswith("not run") for r in rows["clove-table5"] if r.stats is None and not r.compared
+               and "MNIST" in r.item and "lowest" not in r.item)
+
+
+def test_every_published_number_is_in_the_manifest_once(tmp_path, fake_data):
+    requests, _ = campaign.collect(tmp_path / "store", fake_data)
+    cells = campaign.cells(requests)
+    timings = {}
+    plans = campaign.plan(cells, timings, 40.0, tmp_path / "store", fake_data)
+    rows = campaign.manifest_rows(plans, timings)
+    keys = [(r["paper"], r["artifact"], r["group"], r["row"], r["column"]) for r in rows]
+    assert len(keys) == len(set(keys)) == len(tables())
+    assert {r["status"] for r in rows} <= {"stored", "queued", "needs a GPU", "data not available", "not timed yet"}
+    # CIFAR-10 is not in the fake data directory, nor FMNIST: their numbers have no runs
+    assert all(r["status"] == "data not available" for r in rows if "CIFAR" in r["column"])
+    t1 = [p for p in plans if p.cell.folder == "ifca-table1"]
+    assert len(t1) == 3 and all(p.minimal == 1 for p in t1)
+    assert all(p.minimal == 3 for p in plans if p.cell.folder.startswith("clove-"))
+
+
+def test_budget_queues_the_most_numbers_per_cpu_hour_first(tmp_path, fake_data):
+    requests, _ = campaign.collect(tmp_path / "store", fake_data, names=["clove-table3", "clove-table5"])
+    cells = [c for c in campaign.cells(requests) if c.dataset in ("amazon", "mnist-one-class")]
+    # every run: 1 s setup + 36 s a round (100 rounds: 1 CPU-hour a run)
+    timings = {campaign._timing_key(r): {"seconds_per_round": 36.0, "setup_seconds": 0.0} for c in cells
+               for r in c.requests}
+    plans = campaign.plan(cells, timings, 40.0, tmp_path / "store", fake_data)
+    by = {p.cell.dataset: p for p in plans}
+    # Amazon: 29 numbers with ± for 12 runs x 3 seeds = 36 h; Table 5 MNIST: 4 numbers for 4 x 3 = 12 h
+    assert math.isclose(by["amazon"].seconds_minimal / 3600, 36.0)
+    assert math.isclose(by["mnist-one-class"].seconds_minimal / 3600, 12.0)
+    assert [p.cell.dataset for p in plans] == ["amazon", "mnist-one-class"]
+    assert by["amazon"].status == "queued" and by["mnist-one-class"].status == "needs a GPU"  # 36 + 12 > 40
+    todo = campaign.queue(plans, timings, 40.0, tmp_path / "store")
+    assert {r.point["dataset"] for r in todo} == {"amazon"} and len(todo) == 36
+
+
+def _tiny_point():
+    return dict(dataset="digits-rotated", algo="global", clients=4, n_per_client=10, n_test=5, rounds=2,
+                local_steps=1, step_size=0.1, averaging="model", eval_every=0, device="cpu")
+
+
+def test_a_campaign_run_is_the_sweep_engines_run_and_resumes(tmp_path):
+    point = _tiny_point()
+    ctx = Context(out=tmp_path / "out", size="tiny", n_jobs=1, device="cpu")
+    (engine,) = run_points(ctx, "tiny-folder", nets_trial, [point], 1, 77)
+    root = tmp_path / "store"
+    req = campaign.RunRequest("some-target", "tiny-folder", 0, 0, point, trial_seed(77, 0, 0),
+                              "figures.trials.nets_trial")
+    out = campaign.execute(req, str(root), None, "python paper_repro.py --campaign run")
+    assert out.get("error") is None
+    data = json.loads(req.path(root).read_text())
+    for key in ("command", "nets_command", "commit", "device", "seed", "wall_seconds", "cpu_seconds", "result"):
+        assert key in data
+    same = {k: v for k, v in data["result"].items() if k != "seconds"}
+    assert same == {k: v for k, v in engine["result"].items() if k != "seconds"}
+    # read back through the targets' path: an ok record with the stored result; another seed is missing
+    from synth.spec import ExperimentSpec
+
+    spec = ExperimentSpec.from_points("tiny-folder", [point], 2, 77, trial=nets_trial)
+    recs = campaign.stored_records(Context(out=tmp_path, size="full", stored=root, requests=[]), "tiny-folder", spec,
+                                   nets_trial)
+    assert [r["status"] for r in recs] == ["ok", "missing"]
+    assert recs[0]["result"]["test_accuracy"] == engine["result"]["test_accuracy"]
+
+
+def test_a_stored_file_of_another_run_is_refused(tmp_path):
+    point = _tiny_point()
+    req = campaign.RunRequest("t", "f", 0, 0, point, 5, "figures.trials.nets_trial")
+    other = campaign.RunRequest("t", "f", 0, 0, dict(point, rounds=3), 5, "figures.trials.nets_trial")
+    path = req.path(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"folder": "f", "seed": 5, "point": other.point, "result": {}}))
+    with pytest.raises(StoreError, match="holds another run"):
+        campaign.load_run(path, req)
+    path.write_text("{not json")
+    with pytest.raises(StoreError, match="not a readable campaign run"):
+        campaign.load_run(path, req)
+
+
+def test_paper_scale_rows_hold_stored_runs_to_the_papers_pm(tmp_path, fake_data):
+    """Fake stored results for CLoVE Table 5 (MNIST): the rows' means, within ± and Welch tests follow them."""
+    from scipy.stats import ttest_ind_from_stats
+
+    from figures.measured import campaign_rows
+    from figures.published import lookup
+
+    root = tmp_path / "store"
+    requests, _ = campaign.collect(root, fake_data, names=["clove-table5"])
+    cell = _cell(requests, "unsup-mnist")
+    # FedAvg right on the paper's 0.032 +- 0.001; CLoVE far from its 0.014 +- 0.000
+    losses = {"global": [0.0315, 0.0320, 0.0325], "local": [0.019, 0.019, 0.019], "ifca": [0.024, 0.025, 0.023],
+              "clove": [0.030, 0.031, 0.029]}
+    for r in cell.requests:
+        path = r.path(root)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        result = {"test_loss": losses[r.point["algo"]][r.trial], "test_accuracy": None, "ari": 1.0}
+        path.write_text(json.dumps({"campaign": 1, "folder": r.folder, "seed": r.seed, "point": r.point,
+                                    "cpu_seconds": 1.0, "result": result}))
+    rows, cells = campaign_rows(root, fake_data)
+    by = {c["pub"].row: rows[c["row"]] for c in cells if c["pub"].column == "MNIST"}
+    assert set(by) == {"FedAvg", "Local-only", "IFCA", "CLoVE"}
+    assert by["FedAvg"].verdict == "within ±" and by["CLoVE"].verdict == "outside ±"
+    m, s, n = by["CLoVE"].stats
+    assert n == 3 and math.isclose(m, 0.030) and math.isclose(s, 0.001)
+    pub = lookup("CLoVE", "Table 5", "CLoVE", "MNIST")
+    p = ttest_ind_from_stats(m, s, 3, pub.value, pub.pm, 3, equal_var=False).pvalue
+    assert by["CLoVE"].welch.startswith("differs" if p * 4 < 0.05 else "consistent")
+    assert "protocol differences" in by["CLoVE"].note and "seed(s) stored" in by["CLoVE"].note
