@@ -198,10 +198,11 @@ PARAMS: dict[str, Param] = {
     "pacfl_p": Param("int", 3, "PACFL: singular vectors p per client (>= 1)", low=1),
     "pacfl_threshold": Param("float", None, "PACFL: HC threshold beta in degrees (> 0); None = cut at --n-clusters "
                              "(default K)", low=0.0, low_inclusive=False),
-    "pacfl_proximity": Param("str", "smallest", "PACFL: smallest principal angle or sum of the p angles",
-                             choices=("smallest", "sum")),
-    "pacfl_linkage": Param("str", "average", "PACFL: hierarchical clustering linkage",
-                           choices=("average", "complete", "single")),
+    "pacfl_proximity": Param("str", "smallest", "PACFL: smallest principal angle, sum of the p angles, or "
+                             "pairwise (the authors' smallest angle between two basis vectors)",
+                             choices=("smallest", "sum", "pairwise")),
+    "pacfl_linkage": Param("str", "average", "PACFL: hierarchical clustering linkage (weighted = WPGMA, what the "
+                           "authors' 'average' computes)", choices=("average", "weighted", "complete", "single")),
     "flexcfl_alpha": Param("int", 20, "FlexCFL: pre-training clients per group for the grouping (>= 1)", low=1),
     "flexcfl_pretrain": Param("int", 50, "FlexCFL: local steps of a pre-training (>= 1; the authors' code: 50)",
                               low=1),

@@ -12,7 +12,7 @@ import pytest
 from synth.algorithms import KFED, PACFL, FedSoft, FeSEM, FlexCFL
 from synth.algorithms.fedsoft import proximal_local_update
 from synth.algorithms.kfed import batched_kmeans
-from synth.algorithms.pacfl import principal_angles
+from synth.algorithms.pacfl import class_subspaces, hierarchical_labels, pairwise_angles, principal_angles
 from synth.backend import GLMBackend
 from synth.federation import Federation, MixedLinearRegression
 from synth.metrics import adjusted_rand
@@ -139,6 +139,86 @@ def test_principal_angles_are_sign_invariant_and_exact():
     ang = principal_angles(U, V)[0, 0]
     assert ang == pytest.approx([0.0, 30.0], abs=1e-6)
     assert principal_angles(U, -V)[0, 0] == pytest.approx(ang)
+
+
+def _code_hierarchical_clustering(A, thresh):
+    """A transcription of MMorafah/PACFL src/clustering/hierarchical_clustering.py, linkage='average': merge the
+    closest pair while its distance is at most thresh, the merged row being the plain mean of the two rows."""
+    A = A.copy()
+    groups = [[i] for i in range(len(A))]
+    while len(A) > 1:
+        np.fill_diagonal(A, np.inf)
+        i, j = np.unravel_index(np.argmin(A), A.shape)
+        if A[i, j] > thresh:
+            break
+        np.fill_diagonal(A, 0.0)
+        z = (A[:, i] + A[:, j]) / 2
+        A[:, i], A[:, j], A[i, :], A[j, :] = z, z, z, z
+        A = np.delete(np.delete(A, j, 0), j, 1)
+        groups[i] = groups[i] + groups[j]
+        del groups[j]
+    return {frozenset(g) for g in groups}
+
+
+def test_weighted_linkage_threshold_cut_equals_the_codes_hierarchical_clustering():
+    rng = np.random.default_rng(5)
+    for trial in range(20):
+        X = rng.normal(size=(12, 3)) + 4.0 * rng.integers(0, 3, size=(12, 1))
+        A = np.linalg.norm(X[:, None] - X[None], axis=2)
+        thresh = float(np.quantile(A[A > 0], rng.uniform(0.05, 0.6)))
+        labels = hierarchical_labels(A, "weighted", thresh, None)
+        got = {frozenset(np.flatnonzero(labels == k)) for k in np.unique(labels)}
+        assert got == _code_hierarchical_clustering(A, thresh), trial
+
+
+def test_class_subspaces_are_the_codes_stacked_per_class_bases():
+    # main_pacfl.py: per class, u of svd(X_class.T) (D x n_k), its first min(K, n_k) columns, np.hstack
+    rng = np.random.default_rng(2)
+    c, n_max, D, p = 3, 9, 6, 2
+    F = rng.normal(size=(c, n_max, D))
+    y = rng.integers(0, 3, size=(c, n_max))
+    y[0, :] = 1  # a client holding a single class
+    n = np.array([9, 7, 4])
+    F[np.arange(n_max)[None, :] >= n[:, None]] = 0.0
+    U, kept = class_subspaces(F, y, n, p)
+    code_bases = []
+    for i in range(c):
+        blocks = []
+        for k in np.unique(y[i, :n[i]]):
+            Xk = F[i, :n[i]][y[i, :n[i]] == k]
+            u, _, _ = np.linalg.svd(Xk.T, full_matrices=False)
+            blocks.append(u[:, :min(p, len(Xk))])
+        code_bases.append(np.hstack(blocks))
+        ours = U[i][:, kept[i]]
+        assert ours.shape == code_bases[-1].shape
+        for a in range(ours.shape[1]):  # the same vectors up to sign (the SVD routine's choice)
+            assert abs(abs(ours[:, a] @ code_bases[-1][:, a]) - 1.0) < 1e-10
+    # calculating_adjacency on the same bases: min over entries of arccos(clip(U_i^T U_j))
+    ref = np.array([[np.degrees(np.min(np.arccos(np.clip(U[i][:, kept[i]].T @ U[j][:, kept[j]], -1, 1))))
+                     for j in range(c)] for i in range(c)])
+    # arccos near 1 turns a rounding of 1e-16 in the inner product into 1e-6 degrees
+    np.testing.assert_allclose(pairwise_angles(U, kept), ref, rtol=0, atol=1e-5)
+
+
+def test_pacfl_per_class_needs_labels_on_the_synthetic_backend():
+    fed = _label_skew(0, concept_shift=False)
+    with pytest.raises(ValueError, match="per_class"):
+        PACFL(subspace="per_class", n_rounds=0).fit(GLMBackend(fed))
+
+
+def test_pacfl_per_class_threshold_finds_the_label_skewed_clusters_on_digits():
+    """The authors' per-class bases (exact smallest angle between their spans) on 8x8 digits, label skew 1
+    (4 clusters of 2 classes each): within-cluster angles 5.2 degrees at most, across 9.9 at least (seed 0),
+    so a threshold between chooses K = 4 itself."""
+    nets = pytest.importorskip("nets.datasets")
+    fed = nets.build_federation("digits-label-skew-1", 16, 20, np.random.default_rng(0), n_test=8)
+    train, _ = fed.backends(fed.model("mlp"), batch_size=4, seed=1)
+    est = PACFL(subspace="per_class", n_subspace=5, distance_threshold=7.5, n_clusters=None, n_rounds=0,
+                random_state=0).fit(train)
+    assert est.n_clusters_ == 4 and adjusted_rand(est.labels_, fed.clusters) == 1.0
+    code = PACFL(subspace="per_class", n_subspace=5, proximity="pairwise", linkage="weighted", distance_threshold=3.5,
+                 n_clusters=None, n_rounds=0, random_state=0).fit(train)
+    assert code.n_clusters_ == fed.n_clients  # the code's 3.5 degrees merges nothing on these small clients
 
 
 # ---------------------------------------------------------------------------------------------- FlexCFL
