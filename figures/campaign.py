@@ -351,7 +351,7 @@ def measure(cell_list: list[Cell], root: Path = HERE, data_dir: str | None = Non
     path = Path(root) / TIMINGS
     timings = json.loads(path.read_text()) if path.exists() else {}
     start = time.perf_counter()
-    for cell in cell_list:
+    for cell in sorted(cell_list, key=_size):  # the cheapest settings first: their runs can start soonest
         for req in cell.requests:
             if req.trial != 0 or _timing_key(req) in timings:
                 continue
@@ -370,6 +370,12 @@ def measure(cell_list: list[Cell], root: Path = HERE, data_dir: str | None = Non
             write_json_atomic(path, timings)
             log(f"timed {cell.name} {req.point.get('algo')}: {per_round:.2f} s/round + {setup:.1f} s setup")
     return timings
+
+
+def _size(cell: Cell) -> float:
+    """A proxy of a cell's cost before it is timed: clients x samples x rounds x points."""
+    p = next(iter(cell.points().values()))
+    return float(cell.clients) * float(p.get("n_per_client", 1)) * float(p.get("rounds", 1)) * len(cell.points())
 
 
 def run_seconds(req: RunRequest, timings: dict) -> float | None:
