@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import synth.algorithms as algorithms
 from synth.validation import did_you_mean
 
-__all__ = ["ALGOS", "AlgoSpec", "available", "hyper_parameters", "make_estimator"]
+__all__ = ["ALGOS", "AlgoSpec", "available", "estimator_class", "hyper_parameters", "make_estimator"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,11 @@ def hyper_parameters(name: str) -> tuple[str, ...]:
 def _known_hyper_parameters() -> set[str]:
     """Every hyper-parameter name some available estimator declares."""
     return {key for n in ALGOS if available(n) for key in _estimator_class(n)._parameter_constraints}
+
+
+def estimator_class(name: str):
+    """The estimator class of :mod:`synth.algorithms` behind ``--algo name`` (ValueError for an unknown name)."""
+    return _estimator_class(name)
 
 
 def _estimator_class(name: str):

@@ -15,7 +15,9 @@ program's file), is refused with one line before training starts.
 
 from __future__ import annotations
 
+import io
 import json
+import math
 import os
 import pickle
 import tempfile
@@ -66,19 +68,25 @@ def save_checkpoint(path: str | os.PathLike, models: torch.Tensor, round_: int, 
     blob = {"version": VERSION, "round": int(round_), "models": models.detach().to("cpu").clone(),
             "rng_state": json.dumps(rng_state), "config": json.dumps(config, sort_keys=True),
             "history": json.dumps(history)}
+    # serialised in memory first: torch.save reports a failed write to a file as a RuntimeError without the
+    # file's name or errno, while writing the bytes ourselves gives an OSError naming the checkpoint
+    buffer = io.BytesIO()
+    torch.save(blob, buffer)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            torch.save(blob, f)
+            f.write(buffer.getbuffer())
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError) and type(exc).__module__ == "builtins" and exc.errno is not None:
+            raise type(exc)(exc.errno, exc.strerror or str(exc), str(path)) from None
         raise
     try:
         dfd = os.open(path.parent, os.O_RDONLY)
@@ -116,7 +124,40 @@ def load_checkpoint(path: str | os.PathLike) -> dict | None:
             or not isinstance(blob["models"], torch.Tensor):
         raise ValueError(bad)
     try:
-        return {"round": int(blob["round"]), "models": blob["models"], "rng_state": json.loads(blob["rng_state"]),
-                "config": json.loads(blob["config"]), "history": json.loads(blob["history"])}
+        out = {"round": blob["round"], "models": blob["models"], "rng_state": json.loads(blob["rng_state"]),
+               "config": json.loads(blob["config"]), "history": json.loads(blob["history"])}
     except (TypeError, ValueError):
         raise ValueError(bad) from None
+    problem = _content_problem(out)
+    if problem:
+        raise ValueError(f"checkpoint {path} is damaged or was edited ({problem}); delete it or choose another "
+                         "checkpoint file")
+    out["round"] = int(out["round"])
+    return out
+
+
+def _content_problem(ckpt: dict) -> str | None:
+    """What is wrong with a decoded checkpoint's fields (``None`` when they are what :func:`save_checkpoint` writes):
+    a round index >= 0, finite float models (their shape is checked against the run that resumes them), a generator
+    state object, a configuration object and a history of per-round rows."""
+    rnd, models = ckpt["round"], ckpt["models"]
+    if isinstance(rnd, bool) or not isinstance(rnd, int) or rnd < 0:
+        return f"round must be an integer >= 0, got {rnd!r}"
+    if not models.is_floating_point() or models.numel() == 0:
+        return f"models must be a non-empty float tensor, got {models.dtype} of shape {tuple(models.shape)}"
+    if not bool(torch.isfinite(models).all()):
+        return f"models hold {int((~torch.isfinite(models)).sum())} non-finite values"
+    if not isinstance(ckpt["rng_state"], dict):
+        return "rng_state must be a generator state object"
+    if not isinstance(ckpt["config"], dict):
+        return f"config must be an object, got {type(ckpt['config']).__name__}"
+    hist = ckpt["history"]
+    if not isinstance(hist, dict):
+        return f"history must be an object, got {type(hist).__name__}"
+    rows, seconds = hist.get("rows", []), hist.get("seconds", 0.0)
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        return "history rows must be a list of per-round objects"
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) \
+            or seconds < 0:
+        return f"history seconds must be a number >= 0, got {seconds!r}"
+    return None

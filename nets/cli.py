@@ -1,4 +1,4 @@
-"""``python -m nets``: ``run`` one neural-network experiment; ``fetch`` a dataset (needs internet).
+"""``python -m nets``: ``run`` one neural-network experiment; ``flower`` runs it as a Flower app; ``fetch`` a dataset.
 
 Errors in flags, values or data files print one line to stderr and exit with status 2.
 """
@@ -9,7 +9,7 @@ import argparse
 from collections.abc import Sequence
 
 from synth.cli import CleanParser, print_record, typed_flag
-from synth.errors import run_main
+from synth.errors import UsageError, run_main
 
 __all__ = ["build_parser", "main"]
 
@@ -26,7 +26,7 @@ def _algo_param(text: str):
     return key, {"true": True, "false": False, "none": None}.get(value.lower(), value)
 
 
-def _configure_run(sub: argparse.ArgumentParser) -> None:
+def _configure_run(sub: argparse.ArgumentParser, looped: bool = True) -> None:
     from .experiment import PARAMS
 
     for name, spec in PARAMS.items():
@@ -39,7 +39,8 @@ def _configure_run(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--algo-param", dest="algo_params", action="append", type=_algo_param, default=[],
                      metavar="KEY=VALUE", help="extra estimator hyper-parameter by name (repeatable)")
     sub.add_argument("--download", action="store_true", help="fetch missing files from the standard sources first")
-    sub.add_argument("--looped", action="store_true", help="use the looped reference backend (for testing)")
+    if looped:
+        sub.add_argument("--looped", action="store_true", help="use the looped reference backend (for testing)")
     sub.add_argument("--json", action="store_true", help="print one JSON object")
     sub.add_argument("--history", action="store_true", help="include per-round metrics in the output")
 
@@ -48,10 +49,75 @@ def _run(args: argparse.Namespace) -> int:
     from .experiment import PARAMS, run_experiment
 
     params = {k: v for k, v in vars(args).items() if k in PARAMS}
-    record = run_experiment(params, history=args.history, batched=not args.looped, download=args.download,
-                            algo_params=dict(args.algo_params))
+    algo_params = dict(args.algo_params)
+    if len(algo_params) < len(args.algo_params):
+        keys = [k for k, _ in args.algo_params]
+        twice = next(k for k in keys if keys.count(k) > 1)
+        raise ValueError(f"--algo-param {twice}=... is given twice; give each hyper-parameter once")
+    try:
+        record = run_experiment(params, history=args.history, batched=not args.looped, download=args.download,
+                                algo_params=algo_params)
+    except FloatingPointError as exc:
+        raise UsageError(diverged_line(exc, params, algo_params)) from None
     print_record(record, args.json)
     return 0
+
+
+def diverged_line(exc: FloatingPointError, params: dict, algo_params: dict) -> str:
+    """One error line for a diverged run naming the flags (or --algo-param names) that scale its updates."""
+    from .experiment import FLAG_OF_HYPER
+
+    flags = []
+    for knob in getattr(exc, "knobs", ()) or ("step_size",):
+        flag = FLAG_OF_HYPER.get(knob, knob)
+        text = (f"--algo-param {knob}" if knob in algo_params or knob not in FLAG_OF_HYPER
+                else f"--{flag.replace('_', '-')}")
+        if flag is not None and text not in flags:
+            flags.append(text)
+    given = [f"{f} {params[f[2:].replace('-', '_')]}" for f in flags
+             if f.startswith("--") and not f.startswith("--algo-param") and f[2:].replace("-", "_") in params]
+    given += [f"{f} = {algo_params[f.split()[1]]}" for f in flags if f.startswith("--algo-param") and
+              f.split()[1] in algo_params]
+    return (f"python -m nets: error: the run diverged ({getattr(exc, 'what', exc)})"
+            + (f" with {', '.join(given)}" if given else "") + f"; lower {' or '.join(flags)}")
+
+
+def _configure_flower(sub: argparse.ArgumentParser) -> None:
+    _configure_run(sub, looped=False)
+    sub.add_argument("--timeout", type=typed_flag("float", "--timeout"), default=600.0, metavar="SECONDS",
+                     help="seconds an exchange waits for its clients; later answers count as lost (default: 600)")
+    sub.add_argument("--actors", type=typed_flag("int", "--actors"), default=1,
+                     help="clients computing at a time (Ray actors of Flower's simulation engine; default: 1)")
+    sub.add_argument("--verbose", action="store_true", help="show Flower's and Ray's logs")
+
+
+def _flower(args: argparse.Namespace) -> int:
+    """``nets run``'s experiment as a Flower app under ``flwr.simulation.run_simulation`` (:mod:`nets.flower`)."""
+    import importlib.util
+
+    if importlib.util.find_spec("flwr") is None or importlib.util.find_spec("ray") is None:
+        raise ValueError("python -m nets flower needs Flower's simulation engine: pip install -e \".[nets,flower]\"")
+    if args.timeout <= 0 or args.actors < 1:
+        raise ValueError(f"--timeout must be > 0 and --actors >= 1, got {args.timeout} and {args.actors}")
+    from .experiment import PARAMS
+    from .flower.server import run
+
+    params = {k: v for k, v in vars(args).items() if k in PARAMS}
+    if args.download:
+        _download(params)
+    record = run(params, dict(args.algo_params), history=args.history, timeout=args.timeout, actors=args.actors,
+                 verbose=args.verbose)
+    print_record(record, args.json)
+    return 0
+
+
+def _download(params: dict) -> None:
+    from .data import SOURCES, fetch
+
+    base = str(params.get("dataset", "digits-rotated")).split("-", 1)[0]
+    name = {"fmnist": "fashion-mnist", "cifar": "cifar10", "agnews": "ag-news"}.get(base, base)
+    if name in SOURCES:
+        fetch(name, params.get("data_dir"))
 
 
 def _configure_fetch(sub: argparse.ArgumentParser) -> None:
@@ -73,6 +139,8 @@ def _fetch(args: argparse.Namespace) -> int:
 _COMMANDS = {
     "run": ("run one neural-network experiment and print its metrics", _configure_run, _run),
     "fetch": ("download a dataset's files with checksum verification (needs internet)", _configure_fetch, _fetch),
+    "flower": ("run the experiment as a Flower app on Flower's simulation engine (needs the flower extra)",
+               _configure_flower, _flower),
 }
 
 

@@ -121,11 +121,49 @@ def validate_params(params: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         k = unknown[0]
         raise ValueError(f"unknown parameter {k!r}{did_you_mean(k, PARAMS)}; known: {', '.join(PARAMS)}")
-    return {name: spec.check(name, params.get(name, spec.default)) for name, spec in PARAMS.items()}
+    out = {name: spec.check(name, params.get(name, spec.default)) for name, spec in PARAMS.items()}
+    for name, what in (("data_dir", "a folder"), ("checkpoint", "a file")):
+        if out[name] is not None and not str(out[name]).strip():
+            raise ValueError(f"{name} must name {what}, got an empty string (leave it out for the default)")
+    return out
 
 
 # keys that may differ between a checkpointed run and its resumption
 _RESUMABLE = ("rounds", "checkpoint", "device", "eval_every", "memory_mb", "data_dir")
+
+# estimator hyper-parameters that run_experiment sets from its own flags (see _hyper): an --algo-param may not set
+# them, or the record would show the flag's value while the estimator ran another; None = set internally
+FLAG_OF_HYPER = {
+    "n_clusters": "n_clusters", "n_rounds": "rounds", "step_size": "step_size", "averaging": "averaging",
+    "local_steps": "local_steps", "participation": "participation", "init": "init", "n_init": "n_init",
+    "random_state": "seed", "monitor": None, "monitor_every": None, "local": None,
+    "local_train_steps": "local_train_steps", "local_step_size": "step_size", "threshold": "threshold",
+    "min_size": "min_size", "beta": "beta", "n_refine": "n_refine", "dist": "dist", "trmean_steps": "trmean_steps",
+    "trmean_step_size": "step_size", "clustering": "clustering", "eps1": "eps1", "eps2": "eps2",
+    "warmup_rounds": "warmup_rounds", "min_split_size": "min_split_size", "linkage": "linkage",
+}
+
+
+def check_algo_params(algo: str, algo_params: dict[str, Any] | None) -> dict[str, Any]:
+    """``--algo-param KEY=VALUE`` pairs: hyper-parameters the estimator of ``algo`` declares and no named flag sets
+    (else ValueError naming the flag to use); values are checked by the estimator's own declaration."""
+    out = dict(algo_params or {})
+    for key in out:
+        if not isinstance(key, str):
+            raise TypeError(f"algo_params keys must be hyper-parameter names, got {key!r}")
+        if key in FLAG_OF_HYPER:
+            flag = FLAG_OF_HYPER[key]
+            how = f"use --{flag.replace('_', '-')}" if flag else "it is set by python -m nets itself"
+            raise ValueError(f"--algo-param {key}=... sets a hyper-parameter that a named flag controls ({how}); the "
+                             "record and checkpoint would otherwise show one value while the run used another")
+    if out:
+        from .algorithms import estimator_class
+
+        try:  # the estimator's own declaration, now rather than after the data are loaded
+            estimator_class(algo).check_param_values(out)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"--algo-param: {exc}") from None
+    return out
 
 
 def _federation_that_fits(p: dict[str, Any], data_ss: np.random.SeedSequence, explicit_n: bool):
@@ -158,6 +196,7 @@ def run_experiment(params: dict[str, Any], *, history: bool = False, batched: bo
     ``on_round(t)`` is called after every completed (and checkpointed) round.
     """
     p = validate_params(params)
+    algo_params = check_algo_params(p["algo"], algo_params)
     device = resolve_device(p["device"])
     dtype = torch.float64 if p["dtype"] == "float64" else torch.float32
     data_ss, algo_ss, batch_ss = np.random.SeedSequence(p["seed"]).spawn(3)
@@ -201,9 +240,10 @@ def run_experiment(params: dict[str, Any], *, history: bool = False, batched: bo
         if len(steps) > 1:
             raise ValueError("checkpoint needs a single step_size (restarts over step sizes cannot resume)")
         ckpt = load_checkpoint(p["checkpoint"])
-        recorder.checkpoint = (p["checkpoint"], rng, {k_: v for k_, v in p.items() if k_ not in _RESUMABLE})
+        recorder.checkpoint = (p["checkpoint"], rng, _config(p, algo_params))
     if ckpt is not None:
-        init, start = _resume(ckpt, p, rng, recorder)
+        init, start = _resume(ckpt, p, rng, recorder, (runs, 1 if p["algo"] == "global" else k, model.n_params),
+                              _config(p, algo_params))
         train.round_offset = start
     est = make_estimator(p["algo"], _hyper(p, spec, k, init, start, rng, recorder, algo_params),
                          explicit=tuple(algo_params or ()))
@@ -226,6 +266,7 @@ def run_experiment(params: dict[str, Any], *, history: bool = False, batched: bo
         "clients": fed.n_clients, "n_per_client": int(fed.X.shape[1]), "n_params": model.n_params,
         "seconds": seconds, "device": str(device), "batched": bool(batched), "unassigned": final["unassigned"],
         "resumed_from_round": start if ckpt is not None else None, "notes": list(fed.notes) + n_note,
+        "algo_params": dict(sorted(algo_params.items())),
     }
     if "status" in res.extra:  # e.g. SR-FCA: why no cluster survived
         record["status"] = str(res.extra["status"])
@@ -326,11 +367,18 @@ def _shared_mask(model) -> np.ndarray:
     return mask
 
 
-def _resume(ckpt: dict, p: dict, rng: np.random.Generator, recorder) -> tuple[np.ndarray, int]:
+def _config(p: dict, algo_params: dict) -> dict:
+    """What a checkpoint must have been written with to be resumed: every setting but the resumable ones, and the
+    --algo-param pairs (checked like the named flags)."""
+    return {**{k: v for k, v in p.items() if k not in _RESUMABLE}, "algo_params": dict(sorted(algo_params.items()))}
+
+
+def _resume(ckpt: dict, p: dict, rng: np.random.Generator, recorder, want: tuple[int, int, int],
+            current: dict) -> tuple[np.ndarray, int]:
     saved = ckpt["config"]
-    current = {k: v for k, v in p.items() if k not in _RESUMABLE}
-    # a parameter newer than the checkpoint is compatible when it has its default value
-    defaults = {k: _jsonable(PARAMS[k].check(k, PARAMS[k].default)) for k in current if k not in saved}
+    # a parameter newer than the checkpoint is compatible when it has its default value (no --algo-param: {})
+    defaults = {k: _jsonable(PARAMS[k].check(k, PARAMS[k].default)) if k in PARAMS else {}
+                for k in current if k not in saved}
     diff = sorted(k for k in set(saved) | set(current)
                   if saved.get(k, defaults.get(k)) != _jsonable(current.get(k)))
     if diff:
@@ -341,7 +389,20 @@ def _resume(ckpt: dict, p: dict, rng: np.random.Generator, recorder) -> tuple[np
     if start > p["rounds"]:
         raise ValueError(f"rounds must be at least {start} to resume {p['checkpoint']} (it holds {start} rounds), "
                          f"got {p['rounds']}")
-    rng.bit_generator.state = ckpt["rng_state"]
+    shape = tuple(ckpt["models"].shape)
+    if shape != tuple(want):
+        raise ValueError(f"checkpoint {p['checkpoint']} holds models of shape {shape}, this run needs "
+                         f"{tuple(want)} (runs, models, parameters); it was "
+                         "edited or written for another network -- delete it or choose another checkpoint file")
+    try:
+        rng.bit_generator.state = ckpt["rng_state"]
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError):
+        raise ValueError(f"checkpoint {p['checkpoint']} holds no usable random-generator state (it was edited); "
+                         "delete it or choose another checkpoint file") from None
+    rows = ckpt["history"]["rows"]
+    if any(not isinstance(r.get("round"), int) or not 0 <= r["round"] < start for r in rows):
+        raise ValueError(f"checkpoint {p['checkpoint']} holds history rows outside rounds 0..{start - 1} (it was "
+                         "edited); delete it or choose another checkpoint file")
     recorder.load(ckpt["history"])
     return ckpt["models"].numpy().astype(np.float64), start
 

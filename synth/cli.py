@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from .errors import UsageError, run_main
+from .store import StoreError
 from .validation import did_you_mean
 
 __all__ = ["CleanParser", "UsageError", "json_safe", "main", "print_record", "register_command"]
@@ -83,21 +84,70 @@ def _run(args: argparse.Namespace) -> int:
     params = {k: v for k, v in vars(args).items() if k in PARAMS}
     try:
         record = run_experiment(params, history=args.history)
-    except (FloatingPointError, ValueError) as exc:
-        if isinstance(exc, FloatingPointError) or "non-finite" in str(exc):
+    except FloatingPointError as exc:
+        raise UsageError(diverged_message("python -m synth", exc, params)) from None
+    except (ValueError, TypeError) as exc:
+        if "non-finite" in str(exc) and not isinstance(exc, StoreError):
             raise UsageError(diverged_message("python -m synth", exc, params)) from None
-        raise
+        text = flag_message(str(exc), params.get("algo", "ifca"))
+        if text == str(exc):
+            raise
+        raise type(exc)(text) from None
     print_record(record, args.json)
     return 0
 
 
+# estimator hyper-parameters whose run flag (a key of synth.experiment.PARAMS) has another name, per --algo
+# (synth.experiment.ALGORITHMS builds the estimators from the flags)
+FLAG_OF = {
+    "*": {"n_rounds": "rounds"},
+    "pacfl": {"n_subspace": "pacfl_p", "distance_threshold": "pacfl_threshold", "proximity": "pacfl_proximity",
+              "linkage": "pacfl_linkage"},
+    "kfed": {"local_clusters": "kfed_local_clusters", "awasthi_sheffet": "kfed_awasthi_sheffet",
+             "margin": "kfed_margin"},
+    "flexcfl": {"alpha": "flexcfl_alpha", "pretrain_steps": "flexcfl_pretrain", "eta": "flexcfl_eta",
+                "migration": "flexcfl_migration", "migration_margin": "flexcfl_margin"},
+    "fesem": {"warmup_steps": "fesem_warmup", "prox": "fesem_prox", "center_init": "fesem_init"},
+    "fedsoft": {"prox": "fedsoft_prox", "smoother": "fedsoft_smoother", "estimation_interval": "fedsoft_interval"},
+    "cfl": {"eps1": "cfl_eps1", "eps2": "cfl_eps2", "warmup_rounds": "cfl_warmup", "min_split_size": "cfl_min_split",
+            "linkage": "cfl_linkage"},
+    "clove": {"sqrt_loss": "loss_vector"},
+}
+# flags that scale a run's numbers besides the estimator's own (the data: theta*'s norm, noise, regularisation)
+DATA_SCALE = ("R", "sigma", "reg")
+
+
+def flag_of(algo: str, name: str) -> str | None:
+    """The ``synth run`` flag (``--pacfl-p``) that sets estimator hyper-parameter ``name`` (``n_subspace``) of
+    ``--algo algo``, or ``None`` when no flag does."""
+    from .experiment import PARAMS
+
+    key = FLAG_OF.get(algo, {}).get(name) or FLAG_OF["*"].get(name) or name
+    return "--" + key.replace("_", "-") if key in PARAMS else None
+
+
+def flag_message(text: str, algo: str) -> str:
+    """An estimator's error (``n_subspace must be ...``) as the flag that set the value (``--pacfl-p (n_subspace)
+    must be ...``); other messages unchanged."""
+    name = text.split(" ", 1)[0]
+    flag = flag_of(algo, name) if name.isidentifier() and text.startswith(name + " must") else None
+    if flag is None or flag == "--" + name.replace("_", "-"):  # a flag of the same name is named as it is
+        return text
+    return f"{flag} ({name})" + text[len(name):]
+
+
 def diverged_message(prog: str, exc: BaseException, params: dict) -> str:
-    """One error line for a run whose numbers left the finite range, naming the flags that scale them."""
-    scale = ("step_size", "R", "sigma", "local_step_size", "trmean_step_size")
-    given = [f"--{k.replace('_', '-')} {params[k]}" for k in scale if k in params]
-    knobs = ", ".join(f"--{k.replace('_', '-')}" for k in scale if k in params) or "--step-size"
-    return (f"{prog}: error: the run diverged ({exc})" + (f" with {', '.join(given)}" if given else "")
-            + f"; lower {knobs if given else '--step-size'}")
+    """One error line for a run whose numbers left the finite range, naming the flags that scale them: the
+    estimator's (step sizes, proximal weights) and the data's (``--R``, ``--sigma``, ``--reg``) that were given."""
+    algo = params.get("algo", "ifca")
+    knobs = [flag_of(algo, k) for k in getattr(exc, "knobs", ())] or ["--step-size"]
+    knobs = list(dict.fromkeys(k for k in knobs if k is not None)) or ["--step-size"]
+    scale = [f"--{k.replace('_', '-')}" for k in DATA_SCALE if k in params] + knobs
+    given = [f"{f} {params[f[2:].replace('-', '_')]}" for f in dict.fromkeys(scale)
+             if f[2:].replace("-", "_") in params]
+    suspects = [g.split(" ")[0] for g in given] + [k for k in knobs if k not in " ".join(given)]
+    return (f"{prog}: error: the run diverged ({getattr(exc, 'what', exc)})"
+            + (f" with {', '.join(given)}" if given else "") + f"; lower {' or '.join(dict.fromkeys(suspects))}")
 
 
 def print_record(record: dict, as_json: bool) -> None:

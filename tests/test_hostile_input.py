@@ -320,3 +320,181 @@ def test_a_fifo_in_place_of_the_records_is_refused_not_waited_on(store, command)
     proc = subprocess.run([sys.executable, "-m", "synth", *argv], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(ROOT), "CFLAB_QUIET": "1"})
     _one_line(proc.returncode, proc.stderr, "trials.jsonl", "FIFO")
+
+
+# -- item 4: --algo-param goes through the checks of the named flags ----------------------------------------------
+
+NETS_TINY = ["--dataset", "digits-rotated", "--clients", "4", "--n-per-client", "10", "--n-test", "5",
+             "--local-steps", "1", "--device", "cpu"]
+
+
+def _nets(argv: list[str], capsys) -> tuple[int, str, str]:
+    pytest.importorskip("torch")
+    from nets.cli import main as nets_main
+
+    code = nets_main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("pair, flag", [("n_rounds=1", "--rounds"), ("step_size=3.0", "--step-size"),
+                                        ("random_state=4", "--seed"), ("monitor=none", "set by python -m nets")])
+def test_algo_param_may_not_set_what_a_named_flag_sets(pair, flag, capsys):
+    code, out, err = _nets(["run", *NETS_TINY, "--rounds", "2", "--algo-param", pair], capsys)
+    _one_line(code, err, "--algo-param", flag)
+
+
+def test_algo_param_values_are_checked_before_the_data_load(capsys):
+    code, _, err = _nets(["run", *NETS_TINY, "--algo", "fedsoft", "--rounds", "1", "--algo-param", "prox=-1"], capsys)
+    _one_line(code, err, "--algo-param", "prox must be in [0, inf)")
+    code, _, err = _nets(["run", *NETS_TINY, "--algo", "fedsoft", "--algo-param", "prox=1", "--algo-param", "prox=2"],
+                         capsys)
+    _one_line(code, err, "--algo-param prox=... is given twice")
+
+
+def test_algo_params_are_recorded_and_checked_on_resume(tmp_path, capsys):
+    ckpt = tmp_path / "run.pt"
+    base = ["run", *NETS_TINY, "--checkpoint", str(ckpt), "--json"]
+    code, out, err = _nets([*base, "--rounds", "1", "--algo-param", "divergence_factor=1e6"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["algo_params"] == {"divergence_factor": 1e6}
+    code, out, err = _nets([*base, "--rounds", "2", "--algo-param", "divergence_factor=1e9"], capsys)
+    _one_line(code, err, str(ckpt), "algo_params")
+    code, out, err = _nets([*base, "--rounds", "2", "--algo-param", "divergence_factor=1e6"], capsys)
+    assert code == 0 and json.loads(out)["resumed_from_round"] == 1, err
+
+
+# -- item 11: tampered checkpoints ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def _checkpoint(tmp_path_factory):
+    pytest.importorskip("torch")
+    from nets.cli import main as nets_main
+
+    ckpt = tmp_path_factory.mktemp("ckpt") / "run.pt"
+    assert nets_main(["run", *NETS_TINY, "--rounds", "1", "--checkpoint", str(ckpt), "--json"]) == 0
+    return ckpt
+
+
+def _tamper(blob: dict, field: str) -> None:
+    import torch
+
+    if field == "round":
+        blob["round"] = -5
+    elif field == "models":
+        blob["models"] = torch.full_like(blob["models"], float("nan"))
+    elif field == "shape":
+        blob["models"] = blob["models"][:, :, :7]
+    elif field == "config":
+        blob["config"] = json.dumps([1, 2, 3])
+    elif field == "rng_state":
+        blob["rng_state"] = json.dumps({"bit_generator": "PCG64", "state": "no"})
+    elif field == "history":
+        blob["history"] = json.dumps({"rows": [{"round": 50, "run": 0}], "seconds": 1.0})
+
+
+@pytest.mark.parametrize("field, fragment", [
+    ("round", "round must be an integer >= 0, got -5"), ("models", "non-finite values"),
+    ("shape", "holds models of shape"), ("config", "config must be an object"),
+    ("rng_state", "random-generator state"), ("history", "history rows outside rounds"),
+])
+def test_tampered_checkpoint_is_refused_naming_it(_checkpoint, tmp_path, field, fragment, capsys):
+    import torch
+
+    ckpt = tmp_path / "run.pt"
+    blob = torch.load(_checkpoint, weights_only=True)
+    _tamper(blob, field)
+    torch.save(blob, ckpt)
+    code, out, err = _nets(["run", *NETS_TINY, "--rounds", "3", "--checkpoint", str(ckpt), "--json"], capsys)
+    _one_line(code, err, str(ckpt), fragment)
+    assert out == ""
+
+
+# -- item 12: a full disk names the file ---------------------------------------------------------------------------
+
+def test_full_disk_while_saving_a_checkpoint_names_it(tmp_path, monkeypatch, capsys):
+    from nets import checkpoint
+
+    real_fdopen = os.fdopen
+
+    class Full:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def __getattr__(self, name):
+            return getattr(self.fh, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+    def fdopen(fd, mode="r", *args, **kwargs):
+        fh = real_fdopen(fd, mode, *args, **kwargs)
+        return Full(fh) if "w" in mode else fh
+
+    monkeypatch.setattr(checkpoint.os, "fdopen", fdopen)
+    ckpt = tmp_path / "run.pt"
+    code, out, err = _nets(["run", *NETS_TINY, "--rounds", "2", "--checkpoint", str(ckpt)], capsys)
+    _one_line(code, err, "disk full while writing", str(ckpt))
+    assert not ckpt.exists() and not [p for p in tmp_path.iterdir() if p.suffix == ".tmp"]
+
+
+def test_full_disk_in_an_atomic_write_names_the_file(tmp_path, monkeypatch):
+    from synth import store
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(store.os, "fsync", full)
+    with pytest.raises(OSError) as err:
+        store.write_text_atomic(tmp_path / "report.md", "text")
+    assert err.value.filename == str(tmp_path / "report.md")
+    from synth.errors import describe_os_error
+
+    assert str(tmp_path / "report.md") in describe_os_error(err.value)
+
+
+# -- item 13: the atlas cache after a full disk -------------------------------------------------------------------
+
+def test_atlas_cache_keeps_no_torn_line_after_a_full_disk(tmp_path, monkeypatch):
+    from theory import atlas
+
+    out = tmp_path / "atlas"
+    real_write = os.write
+    calls = {"n": 0}
+
+    def full_on_second_cell(fd, data):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            real_write(fd, bytes(data)[: len(data) // 2])
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(atlas.os, "write", full_on_second_cell)
+    with pytest.raises(OSError) as err:
+        atlas.run_atlas(out, size="quick", only=["ifca-lemma1"])
+    monkeypatch.undo()
+    cache = out / "cells-quick.jsonl"
+    assert err.value.filename == str(cache)
+    assert cache.read_bytes().endswith(b"\n") and len(cache.read_text().splitlines()) == 1
+    # an older writer's torn line (no newline) is cut, not glued to the next cell
+    with open(cache, "ab") as fh:
+        fh.write(b'{"key": "torn", "ce')
+    res = atlas.run_atlas(out, size="quick", only=["ifca-lemma1"])
+    lines = cache.read_text().splitlines()
+    assert len(lines) == len(res["cells"]) == 4 and all(json.loads(x)["key"] != "torn" for x in lines)
+
+
+# -- item 15: empty paths ------------------------------------------------------------------------------------------
+
+def test_empty_paths_are_refused(capsys):
+    from theory.cli import main as theory_main
+
+    _one_line(theory_main(["atlas", "--out", "", "--quick"]), capsys.readouterr().err, "--out must name a folder")
+    code, _, err = _nets(["run", *NETS_TINY, "--data-dir", ""], capsys)
+    _one_line(code, err, "data_dir must name a folder")

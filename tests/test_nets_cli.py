@@ -48,8 +48,10 @@ def test_errors_are_one_line_exit_2(capsys, tmp_path):
     assert "CLoVE has no hyper-parameter 'n_cluster' (did you mean 'n_clusters'?)" in err
     err = _error(capsys, ["run", "--dataset", "cifar-rotated", "--clients", "4", "--data-dir", str(tmp_path)])
     assert "'data_batch_1.bin' not found in" in err and str(tmp_path) in err
-    err = _error(capsys, ["run", *TINY, "--algo", "ifca", "--share", "last", "--algo-param", "n_init=0"])
+    err = _error(capsys, ["run", *TINY, "--algo", "ifca", "--share", "last", "--n-init", "0"])
     assert "n_init must be an integer in [1, inf), got 0" in err
+    err = _error(capsys, ["run", *TINY, "--algo", "ifca", "--algo-param", "n_init=2"])
+    assert "named flag controls (use --n-init)" in err
     if not torch.cuda.is_available():
         assert "torch sees no CUDA GPU" in _error(capsys, ["run", *TINY, "--device", "cuda"])
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 import warnings
 from collections.abc import Sequence
@@ -316,17 +317,45 @@ def label(name: str) -> str:
 
 
 def _load_cache(path: Path) -> dict[str, dict]:
+    """The cached cells of ``path``; a last line cut off by an interruption or a full disk is cut from the file
+    (that cell is recomputed), so that the next append starts on a line of its own instead of being glued to it."""
+    from synth.store import regular_file
+
     done: dict[str, dict] = {}
-    if not path.exists():
+    if not regular_file(path, "atlas cell cache"):
         return done
-    for line in path.read_text().splitlines():
+    data = path.read_bytes()
+    good = data.rfind(b"\n") + 1
+    if good < len(data):
+        with open(path, "r+b") as fh:
+            fh.truncate(good)
+            fh.flush()
+            os.fsync(fh.fileno())
+        data = data[:good]
+    for line in data.decode("utf-8", errors="replace").splitlines():
         try:
             rec = json.loads(line)
-        except json.JSONDecodeError:  # a line cut by an interruption: that cell is recomputed
+        except json.JSONDecodeError:  # a damaged line: that cell is recomputed
             continue
         if isinstance(rec, dict) and "key" in rec and "cell" in rec:
             done[rec["key"]] = rec["cell"]
     return done
+
+
+def _append_line(fd: int, line: bytes, path: Path) -> None:
+    """Append one cache line, all or nothing: after a failed write (a full disk) the file is cut back to where the
+    line began, and the error names the cache file."""
+    start = os.lseek(fd, 0, os.SEEK_END)
+    view = memoryview(line)
+    try:
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError as exc:
+        try:
+            os.ftruncate(fd, start)
+        except OSError:  # pragma: no cover - then the next run cuts the torn line (_load_cache)
+            pass
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
 
 
 def json_safe(obj):
@@ -365,6 +394,8 @@ def run_atlas(out: str | Path, size: str = "default", only: Sequence[str] | None
     """
     from theory.results import REGISTRY, get_result
 
+    if not isinstance(out, (str, os.PathLike)) or not os.fspath(out).strip():
+        raise ValueError(f"out must name a folder, got {out!r} (use '.' for the current one)")
     size = check_choice("size", size, SIZES)
     seed = check_int("seed", seed, low=0)
     n_jobs = check_int("n_jobs", n_jobs, low=1)
@@ -389,7 +420,8 @@ def run_atlas(out: str | Path, size: str = "default", only: Sequence[str] | None
     if log:
         log(f"atlas ({size}): {len(cells)} cells of {len(names)} results, {len(cells) - len(todo)} cached")
     if todo:
-        with cache_path.open("a") as fh:
+        fd = os.open(cache_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        with os.fdopen(fd, "ab", buffering=0) as fh:
             if n_jobs == 1:
                 stream = (evaluate_cell(c, seed) for c in todo)
             else:
@@ -398,8 +430,8 @@ def run_atlas(out: str | Path, size: str = "default", only: Sequence[str] | None
                 stream = Parallel(n_jobs=n_jobs, return_as="generator")(delayed(_eval_task)(c, seed) for c in todo)
             for i, (cell, rec) in enumerate(zip(todo, stream, strict=True)):
                 done[_key(cell, seed)] = json_safe(rec)
-                fh.write(json.dumps({"key": _key(cell, seed), "cell": json_safe(rec)}) + "\n")
-                fh.flush()
+                _append_line(fh.fileno(), (json.dumps({"key": _key(cell, seed), "cell": json_safe(rec)}) + "\n")
+                             .encode("utf-8"), cache_path)
                 if log and (i + 1) % 25 == 0:
                     log(f"  {i + 1}/{len(todo)} cells ({time.perf_counter() - start:.0f} s)")
     records = [unjson(done[_key(c, seed)]) for c in cells]

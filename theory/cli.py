@@ -215,6 +215,9 @@ def _cmd_atlas(argv: list[str]) -> int:
                         help="parallel workers (same numbers for any value; default 1)")
     parser.add_argument("--no-figures", dest="figures", action="store_false", help="tables only")
     args = parser.parse_args(argv)
+    if not args.out.strip():
+        raise UsageError(f"{PROG} atlas: error: --out must name a folder, got an empty string (use '.' for the "
+                         "current one)")
     only = None
     if args.only is not None:
         only = [n.strip() for n in args.only.split(",") if n.strip()]

@@ -78,6 +78,9 @@ def data_dir(path: str | os.PathLike | None = None) -> Path:
     if path is not None:
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"data_dir must be a path (str or os.PathLike), got {type(path).__name__}")
+        if not os.fspath(path).strip():
+            raise ValueError("data_dir must name a folder, got an empty string (give the folder, or leave the flag "
+                             "out for $CFLAB_DATA or the default)")
         return Path(path).expanduser()
     env = os.environ.get("CFLAB_DATA")
     if env:
@@ -176,7 +179,12 @@ def _download(url: str, target: Path, md5: str | None) -> None:
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name, suffix=".part")
     try:
         with os.fdopen(fd, "wb") as f, urllib.request.urlopen(url, timeout=60) as r:  # noqa: S310 - fixed https URLs
-            shutil.copyfileobj(r, f)
+            try:
+                shutil.copyfileobj(r, f)
+            except OSError as exc:  # a full disk: name the file being written, not the temporary one
+                if exc.errno is None or type(exc).__module__ != "builtins":
+                    raise
+                raise OSError(exc.errno, exc.strerror or str(exc), str(target)) from None
         got = md5_of(Path(tmp))
         if md5 is not None and got != md5:
             raise ValueError(f"md5 {got}, expected {md5}")

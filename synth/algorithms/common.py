@@ -12,6 +12,7 @@ from .backend import ModelBackend, Models
 
 __all__ = [
     "DivergenceError",
+    "answered",
     "apply_round",
     "assignment_weights",
     "check_backend",
@@ -28,7 +29,16 @@ AVERAGING = ("gradient", "model")
 
 
 class DivergenceError(FloatingPointError):
-    """A run produced non-finite models (the step size is too large, usually)."""
+    """A run produced non-finite models (the step size is too large, usually).
+
+    ``what`` is the message without its advice and ``knobs`` the estimator's hyper-parameters that scale the
+    updates (where known), so that a command line can name its own flags instead.
+    """
+
+    def __init__(self, message: str = "", *, what: str | None = None, knobs: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.what = message if what is None else what
+        self.knobs = tuple(knobs)
 
 
 def step_sizes(value) -> np.ndarray:
@@ -96,7 +106,8 @@ def check_fitted_models(est, why: str | None = None) -> None:
     knobs = [k for k in SCALING if k in params]
     lower = f"lower {knobs[0]}" + (f" (or {', '.join(knobs[1:])})" if len(knobs) > 1 else "") if knobs else \
         "check the data and hyper-parameters"
-    raise DivergenceError(f"{type(est).__name__} {why}; {lower}")
+    what = f"{type(est).__name__} {why}"
+    raise DivergenceError(f"{what}; {lower}", what=what, knobs=tuple(knobs))
 
 
 def check_common(est) -> None:
@@ -117,6 +128,22 @@ def participants(rng: np.random.Generator, m: int, fraction: float) -> np.ndarra
         return None
     size = max(1, int(round(fraction * m)))
     return np.sort(rng.choice(m, size=size, replace=False))
+
+
+def answered(backend: ModelBackend, clients: np.ndarray | None, L: np.ndarray):
+    """The round's clients whose losses arrived, and their rows of ``L``: ``(clients, L)``.
+
+    Every client of an in-process backend answers (``clients`` and ``L`` come back as they are).  A backend whose
+    clients run elsewhere (:class:`nets.flower.backend.FederatedBackend`) names in ``backend.lost`` the clients that
+    failed or timed out in its last call (their rows of ``L`` are NaN); they leave the round's participants, as the
+    papers' participation subsets allow (IFCA journal Alg. 2's ``M_t``, CLoVE Alg. 1's ``M^(t)``).
+    """
+    lost = getattr(backend, "lost", None)
+    if not lost:
+        return clients, L
+    idx = np.arange(backend.n_clients) if clients is None else np.asarray(clients, dtype=np.int64)
+    keep = ~np.isin(idx, np.fromiter(lost, dtype=np.int64, count=len(lost)))
+    return idx[keep], L[keep]
 
 
 def assignment_weights(labels: np.ndarray, n_models: int, n_samples: np.ndarray | None = None,

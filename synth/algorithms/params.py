@@ -231,8 +231,6 @@ SHARED: dict[str, list] = {
     "monitor_every": [Int(1, None)],
     # the proximal local objective f_i(w) + (prox/2)||w - anchor||^2 (FeSEM, FedSoft's lambda)
     "prox": [Real(0.0, None)],
-    # the linkage of an agglomerative (hierarchical) clustering (CFL's bipartition, PACFL)
-    "linkage": [Options("single", "complete", "average")],
 }
 
 
@@ -272,6 +270,13 @@ class Estimator:
             if key not in known:
                 raise ValueError(f"{cls.__name__} has no hyper-parameter {key!r}{did_you_mean(str(key), known)}; "
                                  f"it takes {', '.join(known)}")
+
+    @classmethod
+    def check_param_values(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` checked by name and against their declarations (bounds that depend on the data, such as
+        ``n_clients``, are checked at fit); returns the converted values."""
+        cls.check_param_names(params)
+        return {k: _check_one(k, v, cls._parameter_constraints[k], {}) for k, v in params.items()}
 
     @classmethod
     def from_params(cls, params: dict[str, Any]):
