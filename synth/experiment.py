@@ -389,7 +389,7 @@ ALGORITHMS: dict[str, Callable[[dict, Federation, np.random.Generator], Any]] = 
         init=_scheme_init(p), random_state=rng),
     "pacfl": lambda p, fed, rng: PACFL(
         n_subspace=p["pacfl_p"], distance_threshold=p["pacfl_threshold"], n_clusters=_n_clusters(p, fed),
-        proximity=p["pacfl_proximity"], linkage=p["pacfl_linkage"], n_rounds=p["rounds"],
+        proximity=p["pacfl_proximity"], hc_linkage=p["pacfl_linkage"], n_rounds=p["rounds"],
         step_size=_one_step_size(p), averaging=p["averaging"], local_steps=p["local_steps"],
         participation=p["participation"], init=_scheme_init(p), random_state=rng),
     "flexcfl": lambda p, fed, rng: FlexCFL(

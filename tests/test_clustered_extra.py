@@ -216,8 +216,8 @@ def test_pacfl_per_class_threshold_finds_the_label_skewed_clusters_on_digits():
     est = PACFL(subspace="per_class", n_subspace=5, distance_threshold=7.5, n_clusters=None, n_rounds=0,
                 random_state=0).fit(train)
     assert est.n_clusters_ == 4 and adjusted_rand(est.labels_, fed.clusters) == 1.0
-    code = PACFL(subspace="per_class", n_subspace=5, proximity="pairwise", linkage="weighted", distance_threshold=3.5,
-                 n_clusters=None, n_rounds=0, random_state=0).fit(train)
+    code = PACFL(subspace="per_class", n_subspace=5, proximity="pairwise", hc_linkage="weighted",
+                 distance_threshold=3.5, n_clusters=None, n_rounds=0, random_state=0).fit(train)
     assert code.n_clusters_ == fed.n_clients  # the code's 3.5 degrees merges nothing on these small clients
 
 

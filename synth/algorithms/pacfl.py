@@ -25,7 +25,7 @@ the code CLoVE ran) differs in three ways, each offered here beside the paper's 
   different angles, so it depends on the SVD routine's sign choice; here numpy's LAPACK) and not a principal
   angle.  ``"smallest"`` (default) is the paper's exact smallest principal angle, sign invariant; on a stacked
   basis it is taken between the spans (the basis orthonormalised first).
-* ``linkage="weighted"``: the code's ``hierarchical_clustering`` with ``linkage='average'`` replaces two merged
+* ``hc_linkage="weighted"``: the code's ``hierarchical_clustering`` with ``linkage='average'`` replaces two merged
   clusters' rows by their plain mean, ``(A[:, i] + A[:, j]) / 2``, which is WPGMA (scipy's ``"weighted"``), not
   UPGMA (``"average"``).  Its threshold rule merges while the smallest distance is at most ``beta``: here a
   cut of the tree at ``beta`` (scipy's ``fcluster``, criterion ``"distance"``), so the number of clusters is
@@ -44,7 +44,7 @@ from .common import default_scheme, initial_models
 from .params import POSITIVE, Estimator, Int, Options, shared
 from .result import FitResult, History, Monitor
 
-__all__ = ["PACFL", "class_subspaces", "client_subspaces", "pairwise_angles", "principal_angles"]
+__all__ = ["PACFL", "class_subspaces", "client_subspaces", "hierarchical_labels", "pairwise_angles", "principal_angles"]
 
 PROXIMITIES = ("smallest", "sum", "pairwise")
 SUBSPACES = ("client", "per_class")
@@ -150,8 +150,9 @@ class PACFL(Estimator):
         angles (``min(rank_i, rank_j)`` of them), or ``"pairwise"`` (the authors' entry-wise angle).
     subspace : ``"client"`` (one SVD of all of a client's data, the paper) or ``"per_class"`` (one SVD per class,
         stacked: the authors' code; needs a backend with ``client_labels``, i.e. nets).
-    linkage : HC linkage: ``"average"`` (UPGMA, the paper's word), ``"weighted"`` (WPGMA, what the code's
-        ``'average'`` computes), ``"complete"``, ``"single"``.
+    hc_linkage : HC linkage: ``"average"`` (UPGMA, the paper's word), ``"weighted"`` (WPGMA, what the code's
+        ``'average'`` computes), ``"complete"``, ``"single"`` (its own name: CFL's shared ``linkage`` is the
+        bipartition rule, with another range).
     n_rounds, step_size, averaging, local_steps, participation, init, random_state, monitor : FedAvg inside
         the clusters, as in :class:`~synth.algorithms.kfed.KFED`.
 
@@ -167,13 +168,12 @@ class PACFL(Estimator):
         "n_clusters": [None, Int(1, "n_clients")],
         "proximity": [Options(*PROXIMITIES)],
         "subspace": [Options(*SUBSPACES)],
-        # the shared linkages and WPGMA, the code's 'average' (scipy's hierarchy, which CFL does not use)
-        "linkage": [Options(*LINKAGES)],
+        "hc_linkage": [Options(*LINKAGES)],
         "step_size": [POSITIVE],
     }
 
     def __init__(self, n_subspace: int = 3, distance_threshold: float | None = None, n_clusters: int | None = 2,
-                 proximity: str = "smallest", subspace: str = "client", linkage: str = "average",
+                 proximity: str = "smallest", subspace: str = "client", hc_linkage: str = "average",
                  n_rounds: int = 100, step_size: float = 0.1, averaging: str = "model", local_steps: int = 10,
                  participation: float = 1.0, init="different", random_state=None, monitor: Monitor | None = None):
         self.n_subspace = n_subspace
@@ -181,7 +181,7 @@ class PACFL(Estimator):
         self.n_clusters = n_clusters
         self.proximity = proximity
         self.subspace = subspace
-        self.linkage = linkage
+        self.hc_linkage = hc_linkage
         self.n_rounds = n_rounds
         self.step_size = step_size
         self.averaging = averaging
@@ -224,7 +224,7 @@ class PACFL(Estimator):
 
     def fit(self, backend: ModelBackend) -> PACFL:
         v = self._validate_params(backend)
-        beta, k, linkage = v["distance_threshold"], v["n_clusters"], v["linkage"]
+        beta, k, linkage = v["distance_threshold"], v["n_clusters"], v["hc_linkage"]
         if beta is None and k is None:
             raise ValueError("PACFL needs distance_threshold (beta > 0, degrees) or n_clusters; got neither")
         rng = check_random_state(self.random_state)
