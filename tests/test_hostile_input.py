@@ -498,3 +498,66 @@ def test_empty_paths_are_refused(capsys):
     _one_line(theory_main(["atlas", "--out", "", "--quick"]), capsys.readouterr().err, "--out must name a folder")
     code, _, err = _nets(["run", *NETS_TINY, "--data-dir", ""], capsys)
     _one_line(code, err, "data_dir must name a folder")
+
+
+# -- items 5 and 10: LEAF folders hold only listed files, and a corrupt one is named ---------------------------------
+
+def _leaf_user(rng, n: int = 3) -> dict:
+    return {"x": rng.random((n, 784)).round(3).tolist(), "y": rng.integers(0, 62, n).tolist()}
+
+
+def _leaf_folder(tmp_path: Path, train: dict[str, bytes], test: dict[str, bytes], listed=None) -> Path:
+    """A LEAF FEMNIST folder with these files; MD5SUMS lists ``listed`` (default: every file)."""
+    from nets.data.files import md5_of
+
+    folder = tmp_path / "leaf-femnist"
+    for split, files in (("train", train), ("test", test)):
+        (folder / split).mkdir(parents=True)
+        for name, data in files.items():
+            (folder / split / name).write_bytes(data)
+        names = [n for n in files if listed is None or n in listed]
+        (folder / split / "MD5SUMS").write_text("".join(f"{md5_of(folder / split / n)}  {n}\n" for n in names))
+    return tmp_path
+
+
+def _blob(users: dict) -> bytes:
+    return json.dumps({"users": list(users), "num_samples": [len(u["y"]) for u in users.values()],
+                       "user_data": users}).encode()
+
+
+def test_an_unlisted_file_in_a_leaf_split_is_left_out_with_one_warning(tmp_path):
+    pytest.importorskip("torch")
+    from nets.data.files import DataError
+    from nets.data.leaf import UnlistedFilesWarning, load_leaf
+
+    rng = np.random.default_rng(0)
+    test_file = _blob({"u1": _leaf_user(rng), "spy": _leaf_user(rng)})
+    root = _leaf_folder(tmp_path, {"a.json": _blob({"u1": _leaf_user(rng)}), "copied_test.json": test_file},
+                        {"a.json": test_file}, listed={"a.json"})
+    with pytest.warns(UnlistedFilesWarning, match="left out 1 file.*copied_test.json") as seen:
+        data = load_leaf("femnist", root)
+    assert len(seen) == 1 and "spy" not in data.train and data.users == ["u1"]
+    only_unlisted = _leaf_folder(tmp_path / "b", {"x.json": test_file}, {"x.json": test_file}, listed=set())
+    with pytest.raises(DataError, match="no known checksum.*only checksum-verified files are used"):
+        load_leaf("femnist", only_unlisted)
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (b"\x1f\x8b\x08\x00truncated", "is not a readable LEAF JSON file"),
+    (b'{"num_samples": [1]}', "lacks the 'users' list"),
+    (json.dumps({"users": ["u1"], "user_data": {"u1": {"x": [[0.5] * 700], "y": [3]}}}).encode(),
+     "user 'u1': x must hold rows of 784"),
+    (json.dumps({"users": ["u1"], "user_data": {"u1": {"x": [[0.5] * 784], "y": [99]}}}).encode(),
+     "user 'u1': y must hold class labels"),
+], ids=["truncated-gzip", "no-users", "short-rows", "bad-label"])
+def test_a_corrupt_leaf_file_is_named(tmp_path, content, fragment):
+    pytest.importorskip("torch")
+    from nets.data.files import DataError
+    from nets.data.leaf import load_leaf
+
+    rng = np.random.default_rng(1)
+    name = "bad.json.gz" if content.startswith(b"\x1f\x8b") else "bad.json"
+    root = _leaf_folder(tmp_path, {name: content}, {"a.json": _blob({"u1": _leaf_user(rng)})})
+    with pytest.raises(DataError, match=fragment) as err:
+        load_leaf("femnist", root)
+    assert name in str(err.value)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from nets.data import DataError, data_dir, load_cifar10, load_leaf, load_mnist, read_cifar_bin, read_idx
-from nets.data.files import verified_path
+from nets.data.files import md5_of, verified_path
 from nets.data.leaf import ALL_LETTERS, encode_text
 from nets.data.text import _read_ag, _read_processed, load_ag_news, tokenize
 from nets.datasets import DATASETS, build_federation
@@ -160,6 +160,9 @@ def test_leaf_json_and_gzip(tmp_path, kind):
     with gzip.open(folder / "train" / "b.json.gz", "wt") as f:
         f.write(json.dumps(_leaf_blob(["u3"], rng, kind)))
     (folder / "test" / "a.json").write_text(json.dumps(_leaf_blob(["u1", "u3", "u4"], rng, kind)))
+    for split in ("train", "test"):  # files outside the known sample are used only when a checksum list names them
+        sums = [f"{md5_of(p)}  {p.name}" for p in sorted((folder / split).iterdir())]
+        (folder / split / "MD5SUMS").write_text("\n".join(sums) + "\n")
     d = load_leaf(kind, tmp_path)
     assert d.users == ["u1", "u3"]  # users with both splits
     assert any("partial LEAF sample" in n for n in d.notes)

@@ -10,13 +10,14 @@ from __future__ import annotations
 import functools
 import gzip
 import json
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .files import SOURCES, DataError, data_dir, verified_path
 
-__all__ = ["ALL_LETTERS", "LeafData", "encode_text", "load_leaf"]
+__all__ = ["ALL_LETTERS", "LeafData", "UnlistedFilesWarning", "encode_text", "load_leaf"]
 
 # LEAF's Shakespeare alphabet (models/utils/language_utils.py); unknown characters map to index 80
 ALL_LETTERS = "\n !\"&'(),-.0123456789:;>?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]abcdefghijklmnopqrstuvwxyz}"
@@ -42,18 +43,72 @@ def encode_text(strings) -> np.ndarray:
 
 
 def _read_json(path):
+    """A LEAF JSON file; anything unreadable is a DataError naming the file (not EOFError or a JSON error)."""
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return json.load(f)
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, EOFError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise DataError(f"{path} is not a readable LEAF JSON file ({type(exc).__name__}: "
+                        f"{str(exc).splitlines()[0][:120] if str(exc) else 'truncated'}); delete it or restore it "
+                        "from the LEAF sample") from None
+
+
+class UnlistedFilesWarning(UserWarning):
+    """Files in a LEAF split folder that no checksum list names: excluded from the data."""
 
 
 def _split_files(source: str, split: str, root) -> list:
+    """The checksum-verified files of a LEAF split; files with no known checksum (neither in
+    :mod:`nets.data.checksums` nor in an ``MD5SUMS`` file) are left out, listed in one warning, so that a file
+    copied in under a new name (a test file in train/, say) is never used silently."""
     folder = data_dir(root) / SOURCES[source].folder / split
     names = sorted({p.name.removesuffix(".gz") for p in folder.glob("*.json*")}) if folder.is_dir() else []
     if not names:
         raise DataError(f"{SOURCES[source].name} {split} split not found: no *.json or *.json.gz in {folder}; "
                         f"{SOURCES[source].how}")
-    return [verified_path(source, f"{split}/{n}", root, alternatives=(f"{split}/{n}.gz",))[0] for n in names]
+    found = [verified_path(source, f"{split}/{n}", root, alternatives=(f"{split}/{n}.gz",)) for n in names]
+    unlisted = [path.name for path, how in found if how != "md5"]
+    if unlisted:
+        what = f"{len(unlisted)} file(s) in {folder} with no known checksum ({', '.join(unlisted[:5])}" + \
+            (", ..." if len(unlisted) > 5 else "") + ")"
+        if len(unlisted) == len(found):
+            raise DataError(f"{SOURCES[source].name}: {what}; only checksum-verified files are used -- list them in an "
+                            f"MD5SUMS file in {folder} to use them, or {SOURCES[source].how}")
+        warnings.warn(f"{SOURCES[source].name}: left out {what}; list them in {folder / 'MD5SUMS'} to use them",
+                      UnlistedFilesWarning, stacklevel=3)
+    return [path for path, how in found if how == "md5"]
+
+
+def _users(blob, path, dataset: str):
+    """``(user, x, y)`` of every user of a LEAF file, its structure checked as soon as it is read."""
+    users = blob.get("users") if isinstance(blob, dict) else None
+    data = blob.get("user_data") if isinstance(blob, dict) else None
+    if not isinstance(users, list) or not isinstance(data, dict):
+        raise DataError(f"{path} is not a LEAF file: it lacks the 'users' list or the 'user_data' object")
+    for user in users:
+        ud = data.get(user) if isinstance(user, str) else None
+        if not isinstance(ud, dict) or not isinstance(ud.get("x"), list) or not isinstance(ud.get("y"), list) \
+                or len(ud["x"]) != len(ud["y"]) or not ud["y"]:
+            raise DataError(f"{path}: user {user!r} has no equal-length, non-empty 'x' and 'y' lists in 'user_data'")
+        try:
+            if dataset == "femnist":
+                x = np.asarray(ud["x"], dtype=np.float32)
+                if x.ndim != 2 or x.shape[1] != 784 or not np.isfinite(x).all():
+                    raise ValueError(f"x must hold rows of 784 finite pixel values, got shape {x.shape}")
+                y = np.asarray(ud["y"], dtype=np.int64)
+                if y.ndim != 1 or y.min() < 0 or y.max() >= 62:
+                    raise ValueError("y must hold class labels in [0, 62)")
+                x = x.reshape(-1, 1, 28, 28)
+            else:
+                if not all(isinstance(s, str) and len(s) == 80 for s in ud["x"]) \
+                        or not all(isinstance(s, str) and len(s) == 1 for s in ud["y"]):
+                    raise ValueError("x must hold 80-character strings and y single characters")
+                x = encode_text(ud["x"])
+                y = encode_text(ud["y"])[:, 0]
+        except (TypeError, ValueError) as exc:
+            raise DataError(f"{path}: user {user!r}: {exc}") from None
+        yield user, x, y
 
 
 @functools.lru_cache(maxsize=4)  # one parse and checksum pass per process and arguments
@@ -68,15 +123,7 @@ def load_leaf(dataset: str, root=None) -> LeafData:
         counts[split] = len(files)
         data = {}
         for path in files:
-            blob = _read_json(path)
-            for user in blob["users"]:
-                ud = blob["user_data"][user]
-                if dataset == "femnist":
-                    x = np.asarray(ud["x"], dtype=np.float32).reshape(-1, 1, 28, 28)
-                    y = np.asarray(ud["y"], dtype=np.int64)
-                else:
-                    x = encode_text(ud["x"])
-                    y = encode_text(ud["y"])[:, 0]
+            for user, x, y in _users(_read_json(path), path, dataset):
                 data[user] = (x, y)
         splits[split] = data
     users = sorted(set(splits["train"]) & set(splits["test"]))
