@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import json
 import os
 import sys
 import time
@@ -189,13 +188,13 @@ def _main(argv) -> int:
             continue
         secs = time.perf_counter() - start
         write_text_atomic(ctx.folder(name) / f"section-{size}.md", section.markdown)
-        _write_status(ctx, name, {"status": "done", "title": section.title, "seconds": secs,
-                                  "verdicts": _verdicts(section), "rows": _row_records(section),
-                                  "run_size": _target_context(ctx, t).size})
+        _write_status(ctx, name, _done_status(ctx, section, _target_context(ctx, t).size, secs))
         print(f"[{name}] done in {secs:.1f} s", flush=True)
     report = _assemble(ctx, targets, time.perf_counter() - start_all, n_jobs)
-    print(f"report: {report}")
-    return 1 if failed else 0
+    print(f"report: {report.markdown} and {report.html.name}")
+    for st in report.unreadable:  # the report lists them; the exit status says the report is incomplete
+        print(f"paper_repro.py: unreadable status, counted nowhere: {st.reason}", file=sys.stderr)
+    return 1 if failed or report.unreadable else 0
 
 
 def _hours(flag: str, text: str | None, default: float | None) -> float | None:
@@ -246,20 +245,17 @@ def _target_context(ctx, target):
     return ctx
 
 
+def _done_status(ctx, section, run_size: str, seconds: float) -> dict:
+    """A done target's status: its rows, verdict counts and their digest with its section (figures.status)."""
+    from figures.status import done_status
+
+    return done_status(_row_records(section), section.title, ctx.size, run_size, section.markdown, seconds)
+
+
 def _row_records(section) -> list[dict]:
     from figures.headline import row_record
 
     return [row_record(r) for r in getattr(section, "rows", [])]
-
-
-def _verdicts(section) -> dict:
-    from collections import Counter
-
-    counts = Counter()
-    for row in getattr(section, "rows", []):
-        v = row.verdict
-        counts[v.split(" (")[0]] += 1
-    return dict(counts)
 
 
 def _write_status(ctx, name: str, status: dict) -> None:
@@ -270,53 +266,21 @@ def _write_status(ctx, name: str, status: dict) -> None:
 
 
 def _headline(ctx, targets) -> str:
-    """The headline table from the status files of this size (targets run earlier included)."""
-    from figures.headline import data_kind, headline_markdown, system_rows, tally
+    """The headline from the verified status files of this size (targets run earlier included)."""
+    from figures.assemble import headline
 
-    entries, pending = [], []
-    for name, t in targets.items():
-        path = ctx.out / name / f"status-{ctx.size}.json"
-        st = json.loads(path.read_text()) if path.exists() else {"status": "not run", "reason": "not run yet"}
-        if st["status"] == "done":
-            entries.append((name, t.paper, data_kind(t.kind, st.get("run_size", ctx.size)), st.get("rows", [])))
-        else:
-            pending.append((name, t.paper, f"{st['status']}: {st.get('reason', '')}"))
-    return headline_markdown(tally(entries), pending, ctx.size, system_rows(entries))
+    return headline(ctx.out, targets, ctx.size)
 
 
-def _assemble(ctx, targets, seconds: float, n_jobs: int) -> Path:
-    """``report.md`` from the section of every target that has one in ``out`` (for this size)."""
+def _assemble(ctx, targets, seconds: float, n_jobs: int):
+    """``report.md`` and ``report.html`` from the verified status and section of every target of this size; a status
+    that cannot be read is listed as unreadable (figures.assemble)."""
+    from figures.assemble import assemble
     from figures.registry import MEDIUM_AT_QUICK
 
-    head = [f"# cflab reproduction report ({ctx.size})", "",
-            f"Written by `python paper_repro.py --size {ctx.size}` (last invocation: {seconds:.0f} s with n_jobs = "
-            f"{n_jobs}, {time.strftime('%Y-%m-%d %H:%M')}). Each section compares the paper's number with the "
-            "toolkit's; the verdict vocabulary is defined in `figures/compare.py`. Published numbers: "
-            "`figures/published/*.csv` (with their source lines)."
-            + (" In a medium run the synthetic and theory targets run at the quick size, and so do "
-               + "; ".join(f"`{k}` ({v})" for k, v in MEDIUM_AT_QUICK.items()) + "." if ctx.size == "medium"
-               else ""), "", _headline(ctx, targets), "", "## Targets", "",
-            "| target | paper | status | verdicts | seconds |", "|---|---|---|---|---|"]
-    body = []
-    for name, t in targets.items():
-        path = ctx.out / name / f"status-{ctx.size}.json"
-        if not path.exists():
-            head.append(f"| `{name}` | {t.paper} | not run | | |")
-            continue
-        st = json.loads(path.read_text())
-        verdicts = ", ".join(f"{k}: {v}" for k, v in sorted(st.get("verdicts", {}).items()))
-        secs = f"{st['seconds']:.0f}" if "seconds" in st else ""
-        label = st["status"] if st["status"] == "done" else f"{st['status']}: {st.get('reason', '')}"
-        head.append(f"| [`{name}`](#{name}) | {t.paper} | {label} | {verdicts} | {secs} |")
-        sec = ctx.out / name / f"section-{ctx.size}.md"
-        if st["status"] == "done" and sec.exists():
-            body += [f"<a id=\"{name}\"></a>", f"## {st.get('title', name)} (`{name}`)", "", sec.read_text(), ""]
-        else:
-            body += [f"<a id=\"{name}\"></a>", f"## {t.description} (`{name}`)", "",
-                     f"**{st['status']}**: {st.get('reason', '')}", ""]
-    report = ctx.out / "report.md"
-    write_text_atomic(report, "\n".join(head + [""] + body) + "\n")
-    return report
+    extra = (" In a medium run the synthetic and theory targets run at the quick size, and so do "
+             + "; ".join(f"`{k}` ({v})" for k, v in MEDIUM_AT_QUICK.items()) + "." if ctx.size == "medium" else "")
+    return assemble(ctx, targets, seconds, n_jobs, extra)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .registry import Context, Section, register
-from .style import new_figure, save
+from .style import face, new_figure, save, suptitle
 
 __all__ = ["PARAM_LABELS", "plot_atlas"]
 
@@ -88,7 +88,7 @@ def _panel(ax, summary: dict, cells: list[dict], cmap, norm):
             txt += "\n?"
         z = Z[j, i]
         dark = not math.isnan(z) and abs(z) > 0.6 * CLIP
-        ax.text(i, j, txt, ha="center", va="center", fontsize=5.5 if small else 6.5,
+        ax.text(i, j, txt, ha="center", va="center", fontsize=6 if small else 6.5,
                 color="white" if dark else "black", fontweight="bold" if c["violated"] else "normal")
     ax.set_xticks(range(len(xs)))
     ax.set_xticklabels([_tick(v) for v in xs], fontsize=7)
@@ -143,8 +143,14 @@ def plot_atlas(out: str | Path, summaries: list[dict], records: list[dict]) -> l
                    Patch(facecolor="white", edgecolor="0.6", label="≥x: Monte Carlo saw no event (bound ÷ upper end "
                          "of its 95% interval); 'no event': too few trials to resolve a bound this small")]
         fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=7.5, frameon=False)
-        fig.suptitle(f"{paper_name}: tightness atlas — slack of every bound over two parameters "
-                     "(cell text = slack)", fontsize=10)
+        trials = sorted({int(s["trials"]) for s in sums if s.get("source") != "exact" and s.get("trials")})
+        span = f"{trials[0]}" + (f"-{trials[-1]}" if len(trials) > 1 else "") if trials else ""
+        count = ("0 Monte Carlo trials (exact laws only)" if not trials else span
+                 + " Monte Carlo trials per cell where no exact law exists")
+        cells = sum(len(s["x_values"]) * len(s["y_values"]) for s in sums)
+        suptitle(fig, face(f"Tightness atlas, beyond the papers: slack of every {paper_name} bound over two "
+                           "parameters (cell text = slack)", "synthetic instances of each result's model",
+                           f"{len(sums)} results, {cells} grid cells", count), fontsize=10)
         files += save(fig, out, f"atlas_{paper}")
     return files
 

@@ -2,13 +2,15 @@
 
 Verdicts (the same words in every report section):
 
-* ``within ±`` / ``outside ±`` -- a comparable run (same data set and protocol): is the reproduced
-  mean within the paper's reported ``±`` of the published value?
+* ``within ±`` / ``outside ±`` -- a comparable run (the paper's own data set and setting): is the reproduced
+  mean within the paper's reported ``±`` of the published value?  Used for nothing else.
 * ``equal`` / ``differs`` -- comparable, but the paper gives no ``±``: equal at the paper's precision?
 * ``not comparable (...)`` -- the reproduced number comes from a different setting (a ``--quick`` run on
   the 8x8 digits instead of MNIST, fewer rounds); the difference is shown but means nothing by itself.
-* ``agrees`` / ``disagrees`` / ``inconclusive`` -- a qualitative statement of the paper (an ordering,
-  "increases with R") tested on the reproduced numbers.
+* ``agrees`` / ``disagrees`` / ``inconclusive`` -- an ordering of two methods or a qualitative statement of the
+  paper, tested over seeds by one rule (at least 3 seeds, t-tests with Holm; :mod:`figures.verdicts`); a success
+  probability's trend ("increases with R") by one-sided Fisher tests on the trial counts (:func:`trend_verdict`).
+* ``finding (...)`` -- what the toolkit observed where the paper states nothing to test (no verdict).
 * ``not run (...)`` -- the algorithm is not in the toolkit, or the data are not available.
 * theory rows use the verdicts of :mod:`theory` (holds, violated, vacuous, assumptions not met).
 """

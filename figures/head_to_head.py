@@ -23,7 +23,7 @@ from .compare import Row, build_section, claim_row, write_rows, write_table
 from .published import claim
 from .registry import Context, Section, register
 from .runs import by_point, run_points, summarise_values
-from .style import algo_colour, band, marker, new_figure, save
+from .style import algo_colour, band, face, marker, new_figure, save, suptitle
 from .trials import shared_instance_trial
 
 ALGOS = ("SR-FCA", "IFCA", "CLoVE")
@@ -110,8 +110,9 @@ def plot(s: dict, out: list[dict], folder) -> list[str]:
             xs = sorted({r["x"] for r in out if r["sweep"] == sweep})
             step = 0.015 * ((xs[-1] - xs[0]) or 1.0) * (ai - (len(ALGOS) - 1) / 2)
             band(ax, [r["x"] + step for r in rs], [r[f"{key}_mean"] for r in rs],
-                 [max(lo_clip, r[f"{key}_lo"]) for r in rs], [min(1.0, r[f"{key}_hi"]) for r in rs],
-                 algo_colour(label), _label(label, sweep), marker(ai))
+                 [r[f"{key}_lo"] for r in rs], [r[f"{key}_hi"] for r in rs],
+                 algo_colour(label), _label(label, sweep), marker(ai), n=[r["trials"] for r in rs],
+                 bounds=(lo_clip, 1.0))
             if sweep == "init" and label != "SR-FCA":
                 ref = next(r for r in out if r["sweep"] == "separation" and r["x"] == D0 and r["algorithm"] == label)
                 ax.axhline(ref["misclustering_mean"], color=algo_colour(label), linestyle=":", linewidth=1.2,
@@ -123,10 +124,11 @@ def plot(s: dict, out: list[dict], folder) -> list[str]:
             ax.invert_xaxis()  # worse initialisations to the right
         ax.legend(fontsize=6.5)
     g = s["gen"]
-    fig.suptitle(f"SR-FCA vs IFCA vs CLoVE on the same instances: K = 3 (sweeps 1-2), {g['clients_per_cluster']} "
-                 f"clients/cluster, n = {g['n']}, d = {g['d']}, σ = {g['sigma']};\nsynthetic mixed linear regression, "
-                 f"{s.get('size', '')} size, {s['trials']} trials/point (curves offset slightly along x so that "
-                 "equal values stay visible)", fontsize=9)
+    suptitle(fig, face("Head to head, beyond the papers: SR-FCA vs IFCA vs CLoVE on the same instances (curves "
+                       "offset slightly along x so that equal values stay visible)",
+                       f"synthetic mixed linear regression ({s.get('size', '')} run)",
+                       f"K = 3 clusters (sweeps 1-2) x {g['clients_per_cluster']} clients, n = {g['n']} samples each, "
+                       f"d = {g['d']}, σ = {g['sigma']}, {g['rounds']} rounds", f"{s['trials']} trials per point"))
     return save(fig, folder, "head_to_head")
 
 

@@ -10,6 +10,7 @@ their own client; 5 seeds.  The paper does not give the number of rounds; ``--fu
 from __future__ import annotations
 
 from .compare import Row, build_section, claim_row, not_run_row, numeric_row, write_rows, write_table
+from .dotplot import Dot, dot_plot
 from .netcommon import (
     base_dataset,
     data_missing,
@@ -18,13 +19,14 @@ from .netcommon import (
     mean_curve,
     nets_missing,
     run_nets,
+    seed_histories,
     substitute_reason,
     summary_by,
 )
 from .published import claim, lookup
 from .registry import Context, Section, register
-from .style import band, grouped_bars, marker, new_figure, palette, save
-from .verdicts import ordering_rows, seed_values
+from .style import face, integer_ticks, marker, new_figure, palette, save, seed_curves, seeds_text, suptitle
+from .verdicts import order_claim, ordering_rows, seed_values
 
 ALGOS = {"ifca": "IFCA", "global": "global model", "local": "local model"}
 LABEL = {"ifca": "IFCA", "global": "Global", "local": "Local"}
@@ -109,7 +111,9 @@ def table1(ctx: Context) -> Section:
             table.append({"column": c["column"], "dataset": points[index[(c["column"], algo)]]["dataset"],
                           "m": c["m"], "n": c["n"], "algorithm": LABEL[algo], "accuracy_mean": s.mean,
                           "accuracy_std": s.std, "seeds": s["n"], "published": pub.value if pub else None,
-                          "published_pm": pub.pm if pub else None, "label": _label(ctx, c)})
+                          "published_pm": pub.pm if pub else None, "label": _label(ctx, c),
+                          "values": [100.0 * v for v in seed_values(groups[index[(c["column"], algo)]],
+                                                                    "test_accuracy")]})
     for c in cols:  # the paper's pairwise orderings and gaps, with a test over seeds
         if "skip" in c:
             continue
@@ -124,17 +128,20 @@ def table1(ctx: Context) -> Section:
         if "skip" in c:
             continue
         acc = {a: summary_by(groups[index[(c["column"], a)]], "test_accuracy").mean for a in ALGOS}
-        ok = acc["ifca"] > acc["global"] and acc["ifca"] > acc["local"]
+        samples = {LABEL[a]: seed_values(groups[index[(c["column"], a)]], "test_accuracy") for a in ALGOS}
         rows.append(claim_row(f"{c['column']}: IFCA > global and > local", cl,
                               ", ".join(f"{LABEL[a]} {100 * v:.1f}" for a, v in acc.items()),
-                              "agrees" if ok else "disagrees"))
+                              order_claim(samples, [("IFCA", "Global"), ("IFCA", "Local")])))
     folder = ctx.folder("ifca-table1")
     files = [write_table(folder / "accuracy.csv", list(table[0]) if table else ["column"], table)]
     figs = []
     if table:
         data = "rotated MNIST" if ctx.real else "rotated 8x8 digits standing in for MNIST"
-        figs, names = _bar_figure(folder, table, "ifca_table1", f"IFCA Table I reproduced: test accuracy on {data} "
-                                  f"({ctx.size} size, {rounds} rounds, {seeds} seeds)", group="label")
+        ran = [c for c in cols if "skip" not in c]
+        size = (", ".join(f"(m, n) = ({c['m']}, {c['n']})" for c in ran) + f", {rounds} rounds")
+        figs, names = _dot_figure(folder, table, "ifca_table1", face("IFCA Table I reproduced (test accuracy %)",
+                                                                      f"{data} ({ctx.size} run)", size,
+                                                                      seeds_text(seeds)))
         files += names
     files.append(write_rows(rows, folder / "comparison.csv"))
     intro = (f"IFCA journal Table I: test accuracy (%) of IFCA, the global model and local models, mean ± std over "
@@ -159,15 +166,16 @@ def _size_note(ctx: Context) -> str:
 def _label(ctx: Context, c: dict) -> str:
     """A Table I bar group named by the data and (m, n) actually run, with the paper's column where they differ."""
     data = ("Rotated MNIST" if c["base"] == "mnist" else "Rotated CIFAR") if ctx.real else "Rotated digits (8x8)"
-    here = f"{data}\n(m,n)=({c['m']},{c['n']})"
-    return here if ctx.size == "full" else here + f"\npaper: {c['column'].split(' (m,n)=')[1]}"
+    here = f"{data} (m,n)=({c['m']},{c['n']})"
+    return here if ctx.size == "full" else here + f"; paper {c['column'].split(' (m,n)=')[1]}"
 
 
-def _bar_figure(folder, table, stem, title, group="column"):
-    names = grouped_bars(folder, table, stem, group=group, value="accuracy_mean", err="accuracy_std", scale=100,
-                         ylabel="test accuracy % (mean ± std over seeds)", title=title,
-                         tick=lambda c: c.replace(" (m,n)=", "\n(m,n)="), legend={"loc": "lower right"})
-    return [(names[0], title + "; black ticks: the paper's values")], names
+def _dot_figure(folder, table, stem, title):
+    """Table I or II as a dot plot: one panel per column (its label names the data and (m, n) actually run)."""
+    dots = [Dot(r["label"].replace("\n", " "), r["algorithm"], r["values"], r["published"], r.get("published_pm"))
+            for r in table]
+    names = dot_plot(folder, stem, dots, xlabel="test accuracy %", title=title, bounds=(0.0, 100.0), ncols=3)
+    return [(names[0], title)], names
 
 
 @register("ifca-fig4", "IFCA journal", "Fig. 4: accuracy of the cluster identity estimates per round "
@@ -187,9 +195,11 @@ def fig4(ctx: Context) -> Section:
                             claim("IFCA", "rounds-to-identify-cifar").source()))
             continue
         recs = groups[index[(c["column"], "ifca")]]
-        x, mean, lo, hi = mean_curve(recs, "misclustering", transform=lambda a: 1.0 - a, bounds=(0.0, 1.0))
-        band(ax, x, mean, lo, hi, colours[ci], f"IFCA, {c['column'].split(' (')[0]} (m,n)=({c['m']},{c['n']})",
-             marker(ci))
+        x, mean, _, _ = mean_curve(recs, "misclustering", transform=lambda a: 1.0 - a, bounds=(0.0, 1.0))
+        data = "rotated MNIST" if ctx.real else "rotated 8x8 digits"
+        xs, A = seed_histories(recs, "misclustering", transform=lambda a: 1.0 - a)
+        seed_curves(ax, xs, A, colours[ci], f"IFCA, {data} (m,n)=({c['m']},{c['n']})", marker(ci), bounds=(0.0, 1.0),
+                    stagger=(ci, len(cols)))
         firsts = []
         for r in recs:
             mis = ((r["result"] or {}).get("history") or {}).get("misclustering") or []
@@ -209,11 +219,15 @@ def fig4(ctx: Context) -> Section:
             verdict = "n/a (the paper's 'around 30' has no interval)"
         rows.append(claim_row(f"{c['column']}: rounds until every identity is right", cl, rep, verdict))
     ax.set_xlabel("communication round")
-    ax.set_ylabel("identity accuracy = 1 − misclustering (95% t-CI)")
+    integer_ticks(ax.xaxis)
+    ax.set_ylabel("identity accuracy = 1 − misclustering")
     ax.set_ylim(-0.03, 1.03)
     data = "rotated MNIST" if ctx.real else "rotated 8x8 digits standing in for MNIST"
-    ax.set_title(f"IFCA Fig. 4 reproduced:\n{data}, {ctx.size} size, {seeds} seed(s)", fontsize=9)
-    ax.legend(fontsize=7)
+    ran = [c for c in cols if "skip" not in c]
+    suptitle(fig, face("IFCA Fig. 4 reproduced (accuracy of the cluster identities per round)", f"{data} "
+                       f"({ctx.size} run)", ", ".join(f"(m, n) = ({c['m']}, {c['n']})" for c in ran) +
+                       f", {rounds} rounds", seeds_text(seeds)))
+    ax.legend(fontsize=7, loc="lower right")
     names = save(fig, folder, "ifca_fig4")
     files = [write_table(folder / "identity_accuracy.csv", ["column", "m", "n", "round", "identity_accuracy"], table),
              *names, write_rows(rows, folder / "comparison.csv")]
@@ -262,7 +276,9 @@ def table2(ctx: Context) -> Section:
         rows.append(numeric_row(f"FEMNIST / {col}", pub, s.mean, s.std, s["n"], 100.0,
                                 None if ctx.size == "full" else f"{ctx.size} run: {reduced}"))
         table.append({"column": col, "algorithm": col, "accuracy_mean": s.mean, "accuracy_std": s.std,
-                      "seeds": s["n"], "published": pub.value if pub else None})
+                      "seeds": s["n"], "published": pub.value if pub else None,
+                      "published_pm": pub.pm if pub else None,
+                      "values": [100.0 * v for v in seed_values(recs, "test_accuracy")]})
     rows += ordering_rows("FEMNIST", {col: lookup("IFCA", "Table II", "test accuracy", col, "FEMNIST")
                                       for col, _ in TABLE2},
                           {col: seed_values(recs, "test_accuracy") for (col, _), recs in zip(TABLE2, groups,
@@ -270,9 +286,10 @@ def table2(ctx: Context) -> Section:
                           100.0, reduced=f"{ctx.size} run: {reduced}" if ctx.size != "full" else "",
                           trained_above=FEMNIST_TRAINED)
     acc = {r["column"]: r["accuracy_mean"] for r in table}
-    best_ifca = max(acc["IFCA (k=2)"], acc["IFCA (k=3)"])
-    verdict = "agrees" if best_ifca > max(acc["global"], acc["local"]) else "disagrees"
-    if max(acc.values()) <= FEMNIST_TRAINED:
+    best_k = max(("IFCA (k=2)", "IFCA (k=3)"), key=lambda k: acc[k] if acc[k] == acc[k] else -1.0)
+    best_ifca = acc[best_k]
+    verdict = order_claim({r["column"]: r["values"] for r in table}, [(best_k, "global"), (best_k, "local")])
+    if max(acc.values()) <= FEMNIST_TRAINED and not verdict.startswith("inconclusive (fewer"):
         verdict = (f"inconclusive (models barely trained: best mean {100 * max(acc.values()):.1f} <= "
                    f"{100 * FEMNIST_TRAINED:.1f})")
     rows.append(claim_row("IFCA > global and > local", claim("IFCA", "ifca-beats-global-local"),
@@ -284,9 +301,10 @@ def table2(ctx: Context) -> Section:
                           "n/a (k=3 cannot show the k>3 behaviour)"))
     folder = ctx.folder("ifca-table2")
     files = [write_table(folder / "accuracy.csv", list(table[0]), table)]
-    figs, names = _bar_figure(folder, [dict(r, column="FEMNIST") for r in table], "ifca_table2",
-                              f"IFCA Table II reproduced: LEAF FEMNIST ({ctx.size} size, {rounds} rounds, "
-                              f"{seeds} seeds)")
+    figs, names = _dot_figure(folder, [dict(r, label="FEMNIST") for r in table], "ifca_table2",
+                              face("IFCA Table II reproduced (test accuracy %)", f"LEAF FEMNIST ({ctx.size} run)",
+                                   f"{base['clients']} users of at most {base['n_per_client']} samples, {rounds} "
+                                   "rounds", seeds_text(seeds)))
     files += names + [write_rows(rows, folder / "comparison.csv")]
     intro = (f"IFCA journal Table II: FEMNIST test accuracy (%), {base['clients']} LEAF users, at most "
              f"{base['n_per_client']} samples each, {rounds} rounds, IFCA with weight sharing (only the last layer "

@@ -20,7 +20,7 @@ from .registry import Context
 from .runs import by_point, run_points, summarise_values
 from .trials import nets_trial
 
-__all__ = ["CFL_KEYS", "cfl_split_row", "cfl_warmup", "face", "parse_cfl",
+__all__ = ["CFL_KEYS", "cfl_split_row", "cfl_warmup", "data_used", "parse_cfl", "seed_histories",
            "DATA_FOLDERS", "NOT_IN_TOOLKIT", "base_dataset", "full_data_missing", "leaf_users", "data_missing",
            "nets_missing", "run_nets",
            "substitute_reason", "summary_by", "rounds_to", "mean_curve", "ok", "errors"]
@@ -119,9 +119,10 @@ def run_nets(ctx: Context, folder: str, points: list[dict[str, Any]], trials: in
     return by_point(recs, len(full))
 
 
-def face(ctx: Context, real: str, seeds: int, stand_in: str = "8x8 digits standing in for MNIST") -> str:
-    """What a figure shows, for its title: the data actually used, the size and the number of seeds."""
-    return f"{real if ctx.real else stand_in}, {ctx.size} size, {seeds} seed{'s' if seeds != 1 else ''}"
+def data_used(ctx: Context, real: str, stand_in: str = "8x8 digits standing in for MNIST") -> str:
+    """The data a figure actually shows, for its title (:func:`figures.style.face`): the paper's data set in medium
+    and full runs, the stand-in otherwise."""
+    return f"{real} ({ctx.size} run)" if ctx.real else f"{stand_in} ({ctx.size} run)"
 
 
 CFL_KEYS = ("eps1", "eps2", "warmup_rounds", "min_split_size", "linkage")
@@ -221,6 +222,15 @@ def _history(records: list[dict], key: str) -> np.ndarray:
         return np.zeros((0, 0))
     T = max(len(s) for s in series)
     return np.array([s + [math.nan] * (T - len(s)) for s in series])
+
+
+def seed_histories(records: list[dict], key: str, transform=None) -> tuple[np.ndarray, np.ndarray]:
+    """Rounds (1-based) and the (seeds, rounds) array of a per-round history series (NaN where not recorded),
+    for :func:`figures.style.seed_curves`."""
+    A = _history(records, key)
+    if transform is not None and A.size:
+        A = transform(A)
+    return np.arange(1, A.shape[1] + 1) if A.size else np.zeros(0), A
 
 
 def mean_curve(records: list[dict], key: str, transform=None,

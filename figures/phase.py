@@ -16,7 +16,7 @@ import numpy as np
 from .compare import Row, build_section, write_rows, write_table
 from .registry import Context, Section, register
 from .runs import by_point, run_points, summarise_values
-from .style import new_figure, save, styled
+from .style import face, new_figure, save, seeds_text, styled, suptitle
 from .trials import shared_instance_trial
 
 ALGOS = ("SR-FCA", "IFCA", "CLoVE")
@@ -71,7 +71,7 @@ def plot(s: dict, out: list[dict], folder) -> list[str]:
             for (i, j), v in np.ndenumerate(grid):
                 if np.isfinite(v):
                     pm = f"\n±{half[i, j]:.2f}" if np.isfinite(half[i, j]) else "\n(1 trial)"
-                    ax.text(j, i, f"{v:.2f}{pm}", ha="center", va="center", fontsize=6,
+                    ax.text(j, i, f"{v:.2f}{pm}", ha="center", va="center", fontsize=6.5,
                             color="black" if v > 0.55 else "white")
             ax.set_xticks(range(len(deltas)))
             ax.set_xticklabels([f"{x:g}" for x in deltas], fontsize=7)
@@ -91,10 +91,11 @@ def plot(s: dict, out: list[dict], folder) -> list[str]:
                 ax.plot(xi, yi, color="#d55e00", linestyle="--", linewidth=2, label="Δ = 2σ√(2d/(n−d−1))")
                 ax.legend(fontsize=6.5, loc="upper right")
         fig.colorbar(mesh, ax=[axes[0][i] for i in range(3)], label="one-to-one misclustering (mean)", shrink=0.85)
-    fig.suptitle(f"Misclustering over (Δ, n): K = {s['K']}, {s['gen']['clients_per_cluster']} clients/cluster, "
-                 f"d = {d}, σ = {sigma}; synthetic mixed linear regression, {s.get('size', '')} size,\n"
-                 f"{s['trials']} trial(s)/cell (same instances for all three); cell: mean ± 95% t half-width",
-                 fontsize=9)
+    suptitle(fig, face("Phase diagrams, beyond the papers: one-to-one misclustering over (Δ, n), the same instances "
+                       "for all three; cell: mean ± 95% t half-width",
+                       f"synthetic mixed linear regression ({s.get('size', '')} run)",
+                       f"K = {s['K']} clusters x {s['gen']['clients_per_cluster']} clients, d = {d}, σ = {sigma}, "
+                       f"{s['gen']['rounds']} rounds", seeds_text(s["trials"], "trial") + " per cell"))
     return save(fig, folder, "phase_diagrams")
 
 

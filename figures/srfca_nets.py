@@ -11,13 +11,14 @@ distance (Def. 5.1), t = 2, 2 REFINE steps, lambda and beta tuned; FEMNIST and S
 from __future__ import annotations
 
 from .compare import build_section, claim_row, not_run_row, numeric_row, write_rows, write_table
+from .dotplot import Dot, dot_plot
 from .ifca_nets import FEMNIST_TRAINED
 from .netcommon import (
     base_dataset,
     cfl_split_row,
     data_missing,
+    data_used,
     errors,
-    face,
     full_data_missing,
     leaf_users,
     nets_missing,
@@ -29,8 +30,8 @@ from .netcommon import (
 from .published import claim, lookup
 from .registry import Context, Section, register
 from .runs import summarise_values
-from .style import grouped_bars, marker, new_figure, palette, save
-from .verdicts import ordering_rows, seed_values
+from .style import face, seeds_text
+from .verdicts import equal_claim, level_claim, order_claim, ordering_rows, seed_values
 
 SIM = [("MNIST (inverted)", "mnist", "inverted"), ("MNIST (rotated)", "mnist", "rotated"),
        ("CIFAR (rotated)", "cifar", "rotated")]
@@ -63,9 +64,12 @@ def _sim_setting(ctx: Context, column: str, base: str) -> dict | None:
                 participation=1.0)
 
 
-def _face(ctx: Context) -> str:
-    """Data, size and seeds of the Tables 1, 2 and 4 runs, for the figures' titles."""
-    return face(ctx, "inverted/rotated MNIST", ctx.pick(1, 2, 5, medium=3), "8x8 digits standing in for MNIST")
+def _face(ctx: Context, what: str) -> str:
+    """The title of a Tables 1, 2 or 4 figure: ``what``, the data, size and seeds of their runs."""
+    n = ctx.pick(20, 60, 600, medium=100)
+    return face(what, data_used(ctx, "inverted/rotated MNIST", "inverted/rotated 8x8 digits standing in for MNIST"),
+                f"m = {ctx.pick(8, 40, 100)} clients of n = {n} images, {ctx.pick(2, 15, 250)} rounds",
+                seeds_text(ctx.pick(1, 2, 5, medium=3)))
 
 
 def _sim_reduced(ctx: Context) -> str:
@@ -143,7 +147,9 @@ def table1(ctx: Context) -> Section:
                                     note="; ".join(errors(recs))))
             table.append({"column": column, "algorithm": name, "accuracy_mean": s.mean, "accuracy_std": s.std,
                           "seeds": s["n"], "failed": len(errors(recs)), "published": pub.value if pub else None,
-                          "lambda": best.get(column) if name == "SR-FCA" else None})
+                          "published_pm": pub.pm if pub else None,
+                          "lambda": best.get(column) if name == "SR-FCA" else None,
+                          "values": [100.0 * v for v in seed_values(recs, "test_accuracy")]})
     for column, base, _ in SIM:
         if column in skipped:
             continue
@@ -155,11 +161,12 @@ def table1(ctx: Context) -> Section:
         if column in skipped:
             continue
         acc = {r["algorithm"]: r["accuracy_mean"] for r in table if r["column"] == column}
+        vals = {r["algorithm"]: r["values"] for r in table if r["column"] == column}
         for lkname in ("Local-KMeans", "Local-KMeans (separate inits)"):
             lk = acc.get(lkname)
-            rows.append(claim_row(f"{column}: {lkname} near 10% (chance)", claim("SR-FCA", "local-kmeans-10pct"),
-                                  f"{lkname} {100 * lk:.1f}%", "agrees" if lk is not None and lk < 0.2 else
-                                  "disagrees"))
+            rows.append(claim_row(f"{column}: {lkname} near 10% (chance): mean below 20%",
+                                  claim("SR-FCA", "local-kmeans-10pct"), f"{lkname} {100 * lk:.1f}%",
+                                  level_claim({lkname: vals.get(lkname, [])}, 20.0, below=True)))
         order = sorted(acc, key=lambda a: -acc[a])
         rows.append(claim_row(f"{column}: SR-FCA vs IFCA", claim("SR-FCA", "srfca-beats-ifca-real"),
                               f"ranking: {' > '.join(order)}", "n/a (the paper's claim is for the real data sets; "
@@ -168,8 +175,8 @@ def table1(ctx: Context) -> Section:
     files = [write_table(folder / "accuracy.csv", list(table[0]) if table else ["column"], table)]
     figs = []
     if table:
-        figs, names = _bars(folder, table, "accuracy_mean", "accuracy_std", "test accuracy % (mean ± std)", 100,
-                            "srfca_table1", f"SR-FCA Table 1 reproduced: {_face(ctx)}")
+        figs, names = _dots(folder, table, "test accuracy %", "srfca_table1",
+                            _face(ctx, "SR-FCA Table 1 reproduced (test accuracy %)"), (0.0, 100.0))
         files += names
     files.append(write_rows(rows, folder / "comparison.csv"))
     return build_section("SR-FCA Table 1", _intro(ctx, "Table 1: test accuracy (%), mean ± std over seeds", best),
@@ -203,19 +210,19 @@ def table2(ctx: Context) -> Section:
             rows.append(numeric_row(item, pub, s.mean, s.std, s["n"], 1.0, reason,
                                     note=f"one-to-one misclustering {sm.mean:.3f}"))
             table.append({"column": column, "algorithm": name, "misclustering_mean": s.mean, "misclustering_std": s.std,
-                          "matched_mean": sm.mean, "seeds": s["n"], "published": pub.value if pub else None})
+                          "matched_mean": sm.mean, "seeds": s["n"], "published": pub.value if pub else None,
+                          "published_pm": pub.pm if pub else None, "values": seed_values(recs, "misclustering")})
     if "CIFAR (rotated)" not in skipped:
         ifca = [r for r in table if r["column"] == "CIFAR (rotated)" and r["algorithm"] == "IFCA"][0]
-        rows.append(claim_row("CIFAR (rotated): IFCA collapses to one cluster", claim("SR-FCA", "ifca-collapse-cifar"),
-                              f"misclustering {ifca['misclustering_mean']:.2f}", "agrees" if abs(
-                                  ifca["misclustering_mean"] - 0.5) < 0.05 else "disagrees"))
+        rows.append(claim_row("CIFAR (rotated): IFCA collapses to one cluster (misclustering 0.5)",
+                              claim("SR-FCA", "ifca-collapse-cifar"), f"misclustering {ifca['values']}",
+                              equal_claim({"IFCA": ifca["values"]}, 0.5)))
     folder = ctx.folder("srfca-table2")
     files = [write_table(folder / "misclustering.csv", list(table[0]) if table else ["column"], table)]
     figs = []
     if table:
-        figs, names = _bars(folder, table, "misclustering_mean", "misclustering_std",
-                            "misclustering (Def. 3.1, mean ± std)", 1, "srfca_table2",
-                            f"SR-FCA Table 2 reproduced: {_face(ctx)}")
+        figs, names = _dots(folder, table, "misclustering (Def. 3.1)", "srfca_table2",
+                            _face(ctx, "SR-FCA Table 2 reproduced (misclustering, Def. 3.1)"), (0.0, 1.0))
         files += names
     files.append(write_rows(rows, folder / "comparison.csv"))
     return build_section("SR-FCA Table 2", _intro(ctx, "Table 2: misclustering (Def. 3.1), mean over seeds "
@@ -223,9 +230,11 @@ def table2(ctx: Context) -> Section:
                          "srfca-table2", figs, rows, files)
 
 
-def _bars(folder, table, key, err, ylabel, scale, stem, title):
-    names = grouped_bars(folder, table, stem, group="column", value=key, err=err, scale=scale, ylabel=ylabel,
-                         title=title + "; black ticks: the paper's values", legend={"ncol": 2})
+def _dots(folder, table, xlabel, stem, title, bounds):
+    """A table as a dot plot, one panel per data set column."""
+    names = dot_plot(folder, stem, [Dot(r["column"], r["algorithm"], r["values"], r["published"],
+                                        r.get("published_pm")) for r in table], xlabel=xlabel, title=title,
+                     bounds=bounds)
     return [(names[0], title)], names
 
 
@@ -331,27 +340,35 @@ def table3(ctx: Context) -> Section:
             rows.append(numeric_row(f"{column} / {name}" + (f" ({tuned}, tuned)" if k else ""), pub, s.mean, s.std,
                                     s["n"], 100.0, None if ctx.size == "full" else _real_reduced(ctx, base), note))
             table.append({"column": column, "algorithm": name, "tuned": tuned, "accuracy_mean": s.mean,
-                          "accuracy_std": s.std, "seeds": s["n"], "published": pub.value if pub else None})
+                          "accuracy_std": s.std, "seeds": s["n"], "published": pub.value if pub else None,
+                          "published_pm": pub.pm if pub else None,
+                          "values": [100.0 * v for v in seed_values(recs, "test_accuracy")]})
     for column, base in REAL:
         if _real_skip(ctx, base):
             rows.append(claim_row(f"{column}: SR-FCA > IFCA", claim("SR-FCA", "srfca-beats-ifca-real"), "—",
                                   f"not run ({_real_skip(ctx, base)})"))
             continue
         acc = {r["algorithm"]: r["accuracy_mean"] for r in table if r["column"] == column}
-        both = all(acc[a] == acc[a] for a in ("SR-FCA", "IFCA"))  # NaN: no finished run
+        vals = {r["algorithm"]: r["values"] for r in table if r["column"] == column}
+        verdict = order_claim(vals, [("SR-FCA", "IFCA")])
+        if base == "femnist" and max(acc.values()) <= FEMNIST_TRAINED and not verdict.startswith("inconclusive (fewer"):
+            verdict = (f"inconclusive (models barely trained: best mean {100 * max(acc.values()):.1f} <= "
+                       f"{100 * FEMNIST_TRAINED:.1f})")
         rows.append(claim_row(f"{column}: SR-FCA > IFCA", claim("SR-FCA", "srfca-beats-ifca-real"),
-                              f"SR-FCA {100 * acc['SR-FCA']:.2f}, IFCA {100 * acc['IFCA']:.2f}",
-                              ("agrees" if acc["SR-FCA"] > acc["IFCA"] else "disagrees") if both else
-                              "inconclusive (no finished run of one of them)"))
+                              f"SR-FCA {100 * acc['SR-FCA']:.2f}, IFCA {100 * acc['IFCA']:.2f}", verdict))
     folder = ctx.folder("srfca-table3")
     files = [write_table(folder / "accuracy.csv", list(table[0]), table)]
-    figs, names = _bars(folder, table, "accuracy_mean", "accuracy_std", "test accuracy % (mean ± std)", 100,
-                        "srfca_table3", "SR-FCA Table 3 reproduced: LEAF "
-                        + " and ".join(c for c, b in REAL if not _real_skip(ctx, b))
-                        + f" sample{'s' if ctx.size != 'medium' else ''}, {ctx.size} size, "
-                        f"{ctx.pick(1, 2, 5, medium=3)} seeds")
-    files += names + [write_rows(rows, folder / "comparison.csv")]
     users = {p["dataset"]: p["clients"] for p in points}
+    ran = [(c, b) for c, b in REAL if not _real_skip(ctx, b)]
+    rounds = ", ".join(f"{c} {ctx.pick(2, 20, 1000 if b == 'femnist' else 2400, medium=REAL_MEDIUM[b]['rounds'])}"
+                       for c, b in ran)
+    figs, names = _dots(folder, [dict(r, algorithm=f"{r['algorithm']} ({r['tuned']})" if r["tuned"] else
+                                      r["algorithm"]) for r in table], "test accuracy %", "srfca_table3",
+                        face("SR-FCA Table 3 reproduced (test accuracy %; K or λ tuned)",
+                             "LEAF " + " and ".join(c for c, _ in ran) + f" ({ctx.size} run)",
+                             ", ".join(f"{c} {users.get(b)} users" for c, b in ran) + f"; rounds: {rounds}",
+                             seeds_text(ctx.pick(1, 2, 5, medium=3))), (0.0, 100.0))
+    files += names + [write_rows(rows, folder / "comparison.csv")]
     intro = (f"SR-FCA Table 3: test accuracy (%) on FEMNIST and Shakespeare ({users.get('femnist', 'not run')} / "
              f"{users.get('shakespeare', 'not run')} LEAF users; the paper: 50 each), K tuned over "
              "{2..5} (FEMNIST) / {1..4} (Shakespeare) for IFCA, CFL and FedSoft and λ for SR-FCA and ONE_SHOT-IFCA, "
@@ -398,28 +415,20 @@ def table4(ctx: Context) -> Section:
             else:
                 rows.append(numeric_row(item, pub, s.mean, s.std, s["n"], 100.0, reason, note=note))
             table.append({"column": column, "stage": stage, "accuracy_mean": s.mean, "accuracy_std": s.std,
-                          "seeds": s["n"], "published": pub.value if pub else None})
+                          "seeds": s["n"], "published": pub.value if pub else None,
+                          "published_pm": pub.pm if pub else None,
+                          "values": [100.0 * v for v in vals if v is not None and v == v]})
     folder = ctx.folder("srfca-table4")
     files = [write_table(folder / "stages.csv", list(table[0]) if table else ["column"], table)]
     files.append(write_rows(rows, folder / "comparison.csv"))
     figs = []
-    if table:
-        fig, axes = new_figure(1, 1, width=6.4, height=4.0)
-        ax = axes[0][0]
-        columns = [c for c in dict.fromkeys(r["column"] for r in table)
-                   if any(r["column"] == c and r["seeds"] > 0 for r in table)]
-        cols = palette(len(columns))
-        for ci, column in enumerate(columns):  # a column with no finished stage draws nothing and has no legend
-            rs = [r for r in table if r["column"] == column and r["seeds"] > 0]
-            ax.errorbar(range(len(rs)), [100 * r["accuracy_mean"] for r in rs],
-                        yerr=[100 * r["accuracy_std"] if r["seeds"] > 1 else 0 for r in rs], marker=marker(ci),
-                        capsize=3, label=f"SR-FCA, {column}", color=cols[ci])
-        ax.set_xticks(range(len(stages)))
-        ax.set_xticklabels(stages, fontsize=8)
-        ax.set_ylabel("test accuracy % (mean ± std)")
-        ax.set_title(f"SR-FCA Table 4 reproduced: accuracy per stage;\n{_face(ctx)}", fontsize=9)
-        ax.legend(fontsize=7)
-        names = save(fig, folder, "srfca_table4")
+    shown = [r for r in table if r["seeds"] > 0]  # a column with no finished stage has no panel
+    if shown:
+        names = dot_plot(folder, "srfca_table4", [Dot(r["column"], r["stage"], r["values"], r["published"],
+                                                      r["published_pm"]) for r in shown],
+                         xlabel="test accuracy % of SR-FCA", title=_face(ctx, "SR-FCA Table 4 reproduced (test "
+                                                                               "accuracy after each stage)"),
+                         bounds=(0.0, 100.0))
         files += names
         figs = [(names[0], "SR-FCA test accuracy after ONE_SHOT and each REFINE")]
     return build_section("SR-FCA Table 4", _intro(ctx, "Table 4: test accuracy after ONE_SHOT and each REFINE "

@@ -14,7 +14,13 @@ import numpy as np
 
 from synth.store import save_figure_atomic
 
-__all__ = ["ALGO_ORDER", "algo_colour", "algo_hatch", "band", "marker", "new_figure", "palette", "save", "styled"]
+__all__ = ["ALGO_ORDER", "MIN_BAND", "algo_colour", "algo_hatch", "band", "face", "integer_ticks", "marker",
+           "method_order", "new_figure", "palette", "plain_log", "save", "seed_curves", "seeds_text", "styled",
+           "suptitle", "value_ticks", "wrap"]
+
+# no interval (band or whisker) is drawn from fewer values than this: a t-interval from 2 seeds spans most of
+# a bounded metric's range and says nothing (the ordering verdicts need as many, figures.verdicts.MIN_SEEDS)
+MIN_BAND = 3
 
 # every algorithm keeps its colour and marker across all figures
 ALGO_ORDER = ("IFCA", "SR-FCA", "CLoVE", "Global", "Local", "CFL", "Local-KMeans", "one-shot", "ONE_SHOT-IFCA",
@@ -61,6 +67,12 @@ def _algo_colours() -> list[tuple[float, float, float]]:
     return list(sns.color_palette("colorblind", 10)) + list(sns.color_palette("dark", 10))
 
 
+def method_order(names) -> list[str]:
+    """``names`` in the project's one order of methods (:data:`ALGO_ORDER`; variants of one method, such as
+    IFCA (k=2) and (k=3), keep their given order; names outside the list come last)."""
+    return sorted(dict.fromkeys(names), key=_algo_index)
+
+
 def marker(i: int) -> str:
     """The i-th marker of the common cycle."""
     return _MARKERS[i % len(_MARKERS)]
@@ -86,13 +98,104 @@ def new_figure(nrows: int = 1, ncols: int = 1, width: float = 6.4, height: float
     return fig, axes
 
 
-def band(ax, x, mean, lo, hi, colour, label: str, mk: str = "o", linestyle: str = "-") -> None:
-    """A line with markers and a shaded confidence band."""
+def integer_ticks(axis) -> None:
+    """Ticks of a counting axis (rounds, iterations) at whole numbers only."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def value_ticks(axis, values) -> None:
+    """Ticks at the swept values themselves, as plain numbers, no minor ticks (a log axis would otherwise label
+    its minor ticks, which print over each other on a short range)."""
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    values = sorted({float(v) for v in values})
+    if len(values) <= 8:
+        axis.set_major_locator(FixedLocator(values))
+    axis.set_major_formatter(lambda v, pos: f"{v:g}")
+    axis.set_minor_locator(NullLocator())
+
+
+def plain_log(axis) -> None:
+    """A log axis labelled at its decades only (no minor tick labels), in plain notation where short."""
+    from matplotlib.ticker import LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10, numticks=6))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _tag(artist, n: int) -> None:
+    """Mark a band with the number of values behind its narrowest point (checked by :mod:`figures.figcheck`)."""
+    artist.set_gid(f"band n={int(n)}")
+
+
+def band(ax, x, mean, lo, hi, colour, label: str, mk: str = "o", linestyle: str = "-", *, n,
+         bounds: tuple[float, float] = (-np.inf, np.inf), stagger: tuple[int, int] | None = None) -> None:
+    """A line with markers and a shaded interval where it rests on at least :data:`MIN_BAND` values.
+
+    ``n`` is the number of values (seeds, trials) behind each point (an int or one per point); a point with fewer
+    gets no band.  The band is clipped to ``bounds``, the range of the metric.  ``stagger`` = (i, k) puts the
+    markers of the i-th of k curves at every k-th point, shifted by i, so that curves that coincide (say all at
+    1.0) still show each one's markers.
+    """
     x, mean, lo, hi = (np.asarray(v, dtype=np.float64) for v in (x, mean, lo, hi))
-    ax.plot(x, mean, marker=mk, color=colour, label=label, linestyle=linestyle, markersize=4.5, linewidth=1.5)
-    ok = np.isfinite(lo) & np.isfinite(hi)
+    counts = np.broadcast_to(np.asarray(n, dtype=np.int64), x.shape)
+    every = None if stagger is None or len(x) < 2 * stagger[1] else (stagger[0] % stagger[1], stagger[1])
+    ax.plot(x, mean, marker=mk, color=colour, label=label, linestyle=linestyle, markersize=4.5, linewidth=1.5,
+            markevery=every)
+    ok = np.isfinite(lo) & np.isfinite(hi) & (counts >= MIN_BAND)
     if ok.any():
-        ax.fill_between(x[ok], lo[ok], hi[ok], color=colour, alpha=0.18, linewidth=0)
+        poly = ax.fill_between(x[ok], np.clip(lo[ok], *bounds), np.clip(hi[ok], *bounds), color=colour, alpha=0.18,
+                               linewidth=0)
+        _tag(poly, counts[ok].min())
+
+
+def seed_curves(ax, x, values, colour, label: str, mk: str = "o", linestyle: str = "-", *,
+                bounds: tuple[float, float] = (-np.inf, np.inf), stagger: tuple[int, int] | None = None) -> int:
+    """Curves of per-seed series ``values`` (seeds x points, NaN where missing): with at least :data:`MIN_BAND`
+    seeds their mean and 95 % t-band (clipped to ``bounds``); with fewer, each seed's own line (no band).
+    Returns the number of seeds drawn."""
+    from synth.intervals import column_mean_intervals
+
+    A = np.asarray(values, dtype=np.float64)
+    x = np.asarray(x, dtype=np.float64)
+    if A.size == 0:
+        return 0
+    seeds = A.shape[0]
+    if seeds >= MIN_BAND:
+        mean, lo, hi, n = column_mean_intervals(A, 0.95)
+        band(ax, x, mean, lo, hi, colour, f"{label} (mean, 95% t-band)", mk, linestyle, n=n, bounds=bounds,
+             stagger=stagger)
+        return seeds
+    every = None if stagger is None or len(x) < 2 * stagger[1] else (stagger[0] % stagger[1], stagger[1])
+    for s in range(seeds):
+        ax.plot(x, A[s], marker=mk, color=colour, linestyle=linestyle, markersize=3.5, linewidth=1.0, alpha=0.85,
+                markevery=every, label=f"{label} ({seeds} seed{'s' if seeds > 1 else ''}, each drawn)"
+                if s == 0 else None)
+    return seeds
+
+
+def face(what: str, data: str, size: str, seeds: str) -> str:
+    """A figure's title: the paper and its table or figure (``what``), then the data actually used, the size
+    (clients, samples, rounds; m, n, R, sigma) and the seeds or trials (:func:`suptitle` wraps it)."""
+    return f"{what}\ndata: {data}; size: {size}; {seeds}"
+
+
+def wrap(text: str, width_in: float, fontsize: float = 9.0) -> str:
+    """``text`` wrapped line by line to ``width_in`` inches of ``fontsize``-point text."""
+    chars = max(20, int(width_in * 72 / (0.6 * fontsize)))
+    return "\n".join(w for line in text.split("\n") for w in (textwrap.wrap(line, chars) or [""]))
+
+
+def suptitle(fig, text: str, fontsize: float = 9.0) -> None:
+    """The figure's title (its face), wrapped to the figure's width."""
+    fig.suptitle(wrap(text, fig.get_figwidth() - 0.2, fontsize), fontsize=fontsize)
+
+
+def seeds_text(n: int, word: str = "seed") -> str:
+    """``'3 seeds'``, ``'1 seed'``."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def save(fig, folder: Path, stem: str) -> list[str]:
@@ -105,49 +208,3 @@ def save(fig, folder: Path, stem: str) -> list[str]:
         save_figure_atomic(fig, path, dpi=150)
         names.append(path.name)
     return names
-
-
-def grouped_bars(folder: Path, rows: list[dict], stem: str, *, group: str, value: str, err: str, ylabel: str,
-                 title: str, scale: float = 1.0, paper_label: str = "paper", tick=str, width: float = 7.0,
-                 legend: dict | None = None, headroom: float = 0.0) -> list[str]:
-    """Bars of ``scale * row[value]`` (± ``row[err]`` where more than one seed ran) per algorithm, grouped by
-    ``row[group]``, with the paper's ``row["published"]`` as black ticks; returns the two file names."""
-    groups = list(dict.fromkeys(r[group] for r in rows))
-    algos = list(dict.fromkeys(r["algorithm"] for r in rows))
-    fig, axes = new_figure(1, 1, width=width, height=4.0)
-    ax = axes[0][0]
-    bar = 0.8 / max(1, len(algos))
-    # variants of one algorithm (IFCA (k=2) and (k=3)) share its colour: each later one gets its own hatch
-    looks, seen = {}, set()
-    for algo in algos:
-        look = (algo_colour(algo), algo_hatch(algo))
-        extra = iter(("..", "xx", "\\\\", "++", "oo"))
-        while look in seen:
-            look = (look[0], look[1] + next(extra, "-"))
-        seen.add(look)
-        looks[algo] = look
-    for ai, algo in enumerate(algos):
-        pts = [(gi + (ai - (len(algos) - 1) / 2) * bar, r) for gi, g in enumerate(groups) for r in rows
-               if r[group] == g and r["algorithm"] == algo]
-        if not pts:
-            continue
-        # a std of NaN (one finished seed) draws no error bar
-        ax.bar([x for x, _ in pts], [scale * r[value] for _, r in pts], width=bar,
-               yerr=[scale * r[err] if r["seeds"] > 1 and r[err] == r[err] else 0.0 for _, r in pts], capsize=3,
-               color=looks[algo][0], label=algo, edgecolor="black", linewidth=0.4, hatch=looks[algo][1])
-        # a zero-height bar (e.g. an ARI of 0) has no area: a marker on its top keeps it visible
-        ax.scatter([x for x, _ in pts], [scale * r[value] for _, r in pts], marker=marker(ai), s=22, zorder=4,
-                   color=algo_colour(algo), edgecolor="black", linewidth=0.5)
-        pubs = [(x, r["published"]) for x, r in pts if r.get("published") is not None]
-        if pubs:
-            ax.scatter(*zip(*pubs, strict=True), marker="_", s=150, color="black", zorder=3,
-                       label=paper_label if ai == 0 else None)
-    ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels([tick(g) for g in groups], fontsize=8)
-    ax.set_ylabel(ylabel)
-    ax.set_title(textwrap.fill(title, int(13 * width)), fontsize=9)  # long titles (data, size, seeds) wrap
-    if headroom:  # room for a legend above the bars
-        lo, hi = ax.get_ylim()
-        ax.set_ylim(min(0.0, lo), hi + headroom * (hi - min(0.0, lo)))
-    ax.legend(fontsize=7, **(legend or {}))
-    return save(fig, folder, stem)

@@ -16,7 +16,7 @@ import textwrap
 from .compare import Row, build_section, write_rows, write_table
 from .registry import Context, Section, register
 from .runs import by_point, run_points
-from .style import new_figure, palette, save
+from .style import face, new_figure, palette, plain_log, save, suptitle, value_ticks
 from .trials import theory_trial
 
 _SIG = ([0.1, 0.5], [0.05, 0.1, 0.2, 0.5], [0.02, 0.05, 0.1, 0.2, 0.5, 1.0])
@@ -140,6 +140,19 @@ def _lemma(cite: str) -> str:
     return f"{cite.split(',')[0].split(' App')[0].split(' Sec')[0]} {m.group(0)}" if m else cite
 
 
+def _plain_linear(ax, values: list[float]) -> None:
+    """A linear axis with plain tick values: a nearly constant curve (a bound that does not move along the swept
+    parameter) gets a range of ± 5 % around it instead of an offset label such as '1e-5+1.4142'."""
+    if not values:
+        return
+    lo, hi = min(values), max(values)
+    centre = (lo + hi) / 2
+    if hi - lo <= 1e-3 * max(abs(centre), 1e-12):
+        half = 0.05 * abs(centre) if centre else 0.05
+        ax.set_ylim(centre - half, centre + half)
+    ax.ticklabel_format(axis="y", useOffset=False)
+
+
 def _plot(folder, paper: str, table: list[dict], size: str = "quick"):
     results = list(dict.fromkeys(r["result"] for r in table))
     if not results:
@@ -167,11 +180,15 @@ def _plot(folder, paper: str, table: list[dict], size: str = "quick"):
         allpos = all(v > 0 for v in b + ex + em if math.isfinite(v))
         if vals and allpos and max(vals) / min(vals) > 30:
             ax.set_yscale("log")
+            plain_log(ax.yaxis)
+        else:
+            _plain_linear(ax, [v for v in b + ex + em if math.isfinite(v)])
         if min(x) > 0 and max(x) / min(x) >= 10:
             ax.set_xscale("log")
-        ax.set_xlabel(rs[0]["param"])
+        value_ticks(ax.xaxis, x)  # the swept values themselves (a short log range labels its minor ticks)
+        ax.set_xlabel(rs[0]["param"], fontsize=8)
         # the quantity the result bounds, and the result by the paper's own name (not the registry id)
-        ax.set_ylabel(textwrap.fill(rs[0].get("quantity", ""), 42, max_lines=4, placeholder=" ..."), fontsize=5.5)
+        ax.set_ylabel(textwrap.fill(rs[0].get("quantity", ""), 38, max_lines=3, placeholder=" ..."), fontsize=6.5)
         verdicts = sorted(set(r["verdict"] for r in rs))
         ax.set_title(f"{_lemma(rs[0].get('cite', name))}\n({', '.join(verdicts)})", fontsize=7.5)
         ax.tick_params(labelsize=7)
@@ -181,8 +198,10 @@ def _plot(folder, paper: str, table: list[dict], size: str = "quick"):
         axes[j // ncol][j % ncol].set_visible(False)
     trials = sorted({int(r["trials"]) for r in table if r["trials"] is not None}) or [0]
     span = f"{trials[0]}" if len(trials) == 1 else f"{trials[0]}-{trials[-1]}"
-    fig.suptitle(f"{PAPERS[paper]}: bound vs exact / Monte Carlo per result (synthetic instances of each result's "
-                 f"model, {size} size, {span} Monte Carlo trials per point)", fontsize=10)
+    suptitle(fig, face(f"beyond the papers: every {PAPERS[paper]} result, its bound against the exact value and a "
+                       "Monte Carlo estimate, along one parameter", "synthetic instances of each result's model",
+                       f"{size} sweep, one parameter per result (the panels' x axes)",
+                       f"{span} Monte Carlo trials per point"), fontsize=10)
     names = save(fig, folder, f"theory_{paper}")
     return [(names[0], f"{PAPERS[paper]}: bounds vs exact and empirical values")], names
 

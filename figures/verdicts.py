@@ -15,6 +15,13 @@ Verdicts: ``agrees`` (same significant order; or a paper tie and overlapping rep
 ``inconclusive`` (a paper order and overlapping reproduced intervals; or fewer than ``min_seeds`` = 3
 finished seeds of either method).  Every row also shows the reproduced gap A - B with its 95 % Welch
 interval beside the paper's gap.
+
+The papers' qualitative claims are judged by the same rule (:func:`order_claim`, :func:`level_claim`,
+:func:`equal_claim`): at least 3 seeds (or trials) of everything compared, two-sided t-tests (Welch's for two
+samples, one-sample against a stated level), Holm-Bonferroni over the tests of one claim, ``alpha`` = 0.05.  A
+claim of a strict order or a level *agrees* when every test is significant in the claimed direction, *disagrees*
+when one is significant the other way, and is *inconclusive* otherwise; a claim of equality (a tie) agrees unless
+a test finds a significant difference, as a tie in the paper does among the orderings.
 """
 
 from __future__ import annotations
@@ -27,8 +34,8 @@ import numpy as np
 
 from .compare import Row
 
-__all__ = ["MIN_SEEDS", "PairResult", "compare_pair", "holm", "ordering_rows", "paper_relation", "seed_values",
-           "welch"]
+__all__ = ["MIN_SEEDS", "PairResult", "all_of", "best_claim", "compare_pair", "equal_claim", "holm", "level_claim",
+           "one_sample", "order_claim", "ordering_rows", "paper_relation", "seed_values", "welch"]
 
 MIN_SEEDS = 3
 ALPHA = 0.05
@@ -78,6 +85,19 @@ def welch(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float, 
     p = float(2 * student_t.sf(abs(d) / se, df))
     half = float(student_t.ppf(0.975, df)) * se
     return d, d - half, d + half, p
+
+
+def one_sample(x: Sequence[float], level: float) -> tuple[float, float]:
+    """Two-sided one-sample t-test of mean(x) = ``level``: (mean - level, p-value); a constant sample gives
+    p = 1 at the level and p = 0 elsewhere (as :func:`welch`)."""
+    from scipy.stats import t as student_t
+
+    x = np.asarray(x, float)
+    d = float(x.mean() - level)
+    se = float(x.std(ddof=1)) / math.sqrt(len(x))
+    if se == 0.0:
+        return d, (1.0 if d == 0.0 else 0.0)
+    return d, float(2 * student_t.sf(abs(d) / se, len(x) - 1))
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
@@ -164,3 +184,82 @@ def ordering_rows(cell: str, published: dict, samples: dict[str, Sequence[float]
 
 def _pm(v: float, pm: float | None, dec: int) -> str:
     return f"{v:.{dec}f}" + (f" ± {pm:.{dec}f}" if pm is not None else "")
+
+
+def _short(samples: dict[str, Sequence[float]], names, min_seeds: int) -> str | None:
+    few = [n for n in dict.fromkeys(names) if len(samples.get(n, ())) < min_seeds]
+    if not few:
+        return None
+    return (f"inconclusive (fewer than {min_seeds} seeds: "
+            + ", ".join(f"{n} {len(samples.get(n, ()))}" for n in few) + ")")
+
+
+def order_claim(samples: dict[str, Sequence[float]], pairs: Sequence[tuple[str, str]], higher_better: bool = True,
+                alpha: float = ALPHA, min_seeds: int = MIN_SEEDS) -> str:
+    """A claim that in every pair ``(a, b)`` method ``a`` is better than ``b`` (per-seed ``samples``): Welch per
+    pair, Holm over the pairs (module docstring)."""
+    short = _short(samples, [m for pr in pairs for m in pr], min_seeds)
+    if short:
+        return short
+    sgn = 1.0 if higher_better else -1.0
+    tests = [welch(samples[a], samples[b]) for a, b in pairs]
+    adj = holm([t[3] for t in tests])
+    wrong = [f"{b} ahead of {a}" for (a, b), t, p in zip(pairs, tests, adj, strict=True) if p < alpha and
+             sgn * t[0] < 0]
+    if wrong:
+        return f"disagrees ({'; '.join(wrong)})"
+    if all(p < alpha and sgn * t[0] > 0 for t, p in zip(tests, adj, strict=True)):
+        return "agrees"
+    return "inconclusive (intervals overlap)"
+
+
+def best_claim(samples: dict[str, Sequence[float]], best: Sequence[str], higher_better: bool = True,
+               alpha: float = ALPHA, min_seeds: int = MIN_SEEDS) -> str:
+    """A claim that the methods ``best`` (the paper's best, ties included) are ahead of every other method of
+    ``samples``: :func:`order_claim` over every (best, other) pair."""
+    others = [m for m in samples if m not in best]
+    return order_claim(samples, [(b, o) for b in best for o in others], higher_better, alpha, min_seeds)
+
+
+def level_claim(samples: dict[str, Sequence[float]], level: float, below: bool, alpha: float = ALPHA,
+                min_seeds: int = MIN_SEEDS) -> str:
+    """A claim that the mean of every case of ``samples`` lies below (``below``) or above ``level``: one-sample
+    t-tests, Holm over the cases."""
+    short = _short(samples, samples, min_seeds)
+    if short:
+        return short
+    tests = {k: one_sample(v, level) for k, v in samples.items()}
+    adj = dict(zip(tests, holm([p for _, p in tests.values()]), strict=True))
+    claimed = -1.0 if below else 1.0
+    wrong = [k for k, (d, _) in tests.items() if adj[k] < alpha and claimed * d < 0]
+    if wrong:
+        return f"disagrees ({', '.join(map(str, wrong))} {'above' if below else 'below'} {level:g})"
+    if all(adj[k] < alpha and claimed * d > 0 for k, (d, _) in tests.items()):
+        return "agrees"
+    return f"inconclusive (intervals include {level:g})"
+
+
+def equal_claim(samples: dict[str, Sequence[float]], level: float, alpha: float = ALPHA,
+                min_seeds: int = MIN_SEEDS) -> str:
+    """A claim that the mean of every case of ``samples`` equals ``level``: it disagrees when a one-sample t-test
+    (Holm over the cases) finds a difference, else agrees (a tie, as in :func:`compare_pair`)."""
+    short = _short(samples, samples, min_seeds)
+    if short:
+        return short
+    tests = {k: one_sample(v, level) for k, v in samples.items()}
+    adj = dict(zip(tests, holm([p for _, p in tests.values()]), strict=True))
+    wrong = [k for k in tests if adj[k] < alpha]
+    if wrong:
+        return f"disagrees ({', '.join(map(str, wrong))} differ from {level:g})"
+    return f"agrees (no case differs significantly from {level:g})"
+
+
+def all_of(*verdicts: str) -> str:
+    """One verdict for a claim made of parts: the first part that disagrees, else agrees when every part does,
+    else the first inconclusive part."""
+    for v in verdicts:
+        if v.startswith("disagrees"):
+            return v
+    if all(v.startswith("agrees") for v in verdicts):
+        return "agrees"
+    return next(v for v in verdicts if not v.startswith("agrees"))

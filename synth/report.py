@@ -48,6 +48,18 @@ LABELS = {"R": "separation scale R", "sigma": "noise σ", "n": "samples per clie
           "threshold": "threshold λ", "beta": "trimming β", "min_size": "size parameter t"}
 MAX_TABLE_ROWS = 80
 MAX_HISTORY_LINES = 8
+# no band is drawn from fewer trials than this (figures.style.MIN_BAND): a t-interval from 2 values fills the axis
+MIN_BAND = 3
+
+
+def _shade(ax, x, lo, hi, n, colour) -> None:
+    """A confidence band where at least :data:`MIN_BAND` values stand behind the point, marked with that count."""
+    x, lo, hi = (np.asarray(v, dtype=np.float64) for v in (x, lo, hi))
+    counts = np.broadcast_to(np.asarray(n, dtype=np.int64), x.shape)
+    ok = np.isfinite(lo) & np.isfinite(hi) & (counts >= MIN_BAND)
+    if ok.any():
+        poly = ax.fill_between(x[ok], lo[ok], hi[ok], color=colour, alpha=0.2, linewidth=0)
+        poly.set_gid(f"band n={int(counts[ok].min())}")
 
 
 # -- loading ---------------------------------------------------------------------------------------------------
@@ -256,7 +268,7 @@ def _curve_figure(sweep, summary, curve, path: Path, confidence: float) -> str:
                 continue  # e.g. the metric mean of a setting whose trials all failed: nothing to draw
             colour = palette[gi % len(palette)]
             ax.plot(xs, ys, marker=markers[gi % len(markers)], color=colour, label=_group_label(key, others))
-            ax.fill_between(xs, lo, hi, color=colour, alpha=0.2, linewidth=0)
+            _shade(ax, xs, lo, hi, [r["judged"] if y == "success" else r[f"{y}_n"] for r in rows], colour)
         if _auto_log([r[x] for r in summary], curve.get("logx")):
             ax.set_xscale("log")
             _value_ticks(ax.xaxis, sorted({r[x] for r in summary}))
@@ -429,7 +441,7 @@ def _history_figure(sweep, path: Path, confidence: float) -> str | None:
                 positive &= bool(np.all(mean[np.isfinite(mean)] > 0))
                 label = _group_label(tuple(sweep["points"][p].get(k) for k in sweep["varying"]), sweep["varying"])
                 ax.plot(rounds, mean, color=palette[pi], label=label, linewidth=1.4)
-                ax.fill_between(rounds, lo, hi, color=palette[pi], alpha=0.2, linewidth=0)
+                _shade(ax, rounds, lo, hi, np.isfinite(arr).sum(0), palette[pi])
             if positive:
                 ax.set_yscale("log")
             ax.set_xlabel("round t")

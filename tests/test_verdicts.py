@@ -92,8 +92,9 @@ def test_headline_counts_stand_in_apart():
     real, stand = t[("CLoVE", "real data")], t[("CLoVE", "stand-in (8x8 digits)")]
     assert len(real.compared) == 5  # A, B, C of cell c (3 seeds) and the two numeric rows; cell d has < 3 seeds
     assert (real.within, real.outside, real.order["agrees"], real.order["inconclusive"]) == (1, 1, 1, 2)
-    assert real.not_run["algorithm not in the toolkit"] == 1 and real.not_comparable == 1
-    assert len(stand.compared) == 5  # counted under its own line, not added to the real data's
+    assert real.not_run["algorithm not in the toolkit"] == 1 and real.shown == 1
+    # counted under its own line: the stand-in's numbers are shown only, never held to the paper's ±
+    assert len(stand.compared) == 3 and (stand.within, stand.outside, stand.shown) == (0, 0, 3)
     assert data_kind("measured", "quick") == "stored paper-scale runs"
     assert data_kind("synthetic", "medium") == "synthetic / theory"
 
@@ -240,11 +241,11 @@ def test_cfl_settings_reach_every_cfl_point(tmp_path, monkeypatch):
     assert "warmup_rounds" not in seen[0]  # the reference warm-up at the papers' size
 
 
-def test_figure_titles_name_data_size_and_seeds(tmp_path):
-    from figures.netcommon import face
+def test_figure_titles_name_the_data_actually_used(tmp_path):
+    from figures.netcommon import data_used
 
-    assert face(Context(tmp_path, size="medium"), "MNIST", 3) == "MNIST, medium size, 3 seeds"
-    assert face(Context(tmp_path, size="quick"), "MNIST", 1).startswith("8x8 digits standing in for MNIST")
+    assert data_used(Context(tmp_path, size="medium"), "MNIST") == "MNIST (medium run)"
+    assert data_used(Context(tmp_path, size="quick"), "MNIST").startswith("8x8 digits standing in for MNIST")
 
 
 def test_cuda_without_a_gpu_runs_on_cpu(monkeypatch, capsys):

@@ -1,0 +1,145 @@
+"""Every figure of every target, drawn at the tiny size, passes the checks of :mod:`figures.figcheck`.
+
+The targets run once (``paper_repro.py --tiny``) with the figure writer wrapped: each figure is checked as it is
+saved, and each target's problems are one test.  The checks themselves are tested on figures that break them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import figures.style as style
+import paper_repro
+from figures import load_targets
+from figures.figcheck import check_figure, title_problems
+
+TARGETS = list(load_targets())
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    """``{figure stem: problems}`` and ``{target: status}`` of a tiny run of every target."""
+    out = tmp_path_factory.mktemp("figs")
+    problems: dict[str, list[str]] = {}
+    real_save = style.save_figure_atomic
+
+    def save_checked(fig, path, **kw):
+        if str(path).endswith(".png"):
+            problems[f"{path.parent.name}/{path.stem}"] = check_figure(fig)
+        return real_save(fig, path, **kw)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(style, "save_figure_atomic", save_checked)
+    try:
+        paper_repro.main(["--tiny", "--out", str(out), "--n-jobs", "1"])
+    finally:
+        mp.undo()
+    import json
+
+    status = {}
+    for name in TARGETS:
+        path = out / name / "status-tiny.json"
+        status[name] = json.loads(path.read_text()) if path.exists() else {"status": "missing"}
+    return problems, status
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_figure_of_a_target_reads_cleanly(checked, target):
+    problems, status = checked
+    st = status[target]
+    assert st["status"] in ("done", "pending"), f"{target}: {st.get('reason')}"
+    mine = {stem: p for stem, p in problems.items() if stem.split("/")[0] == target}
+    if st["status"] == "done" and target not in ("measured-runs",):
+        assert mine or target in NO_FIGURE, f"{target} drew no figure"
+    bad = [f"{stem}: {p}" for stem, ps in mine.items() for p in ps]
+    assert not bad, "\n".join(bad)
+
+
+# targets whose sections are tables only at the tiny size
+NO_FIGURE = {"measured-runs"}
+
+
+def _fig(width=4.0, height=3.0):
+    return style.new_figure(1, 1, width=width, height=height)
+
+
+def test_collapsed_layout_and_clipped_legend_fail():
+    fig, axes = _fig(3.0, 2.0)
+    ax = axes[0][0]
+    for i in range(14):
+        ax.plot([0, 1], [i, i], label=f"a rather long method name {i}")
+    ax.legend(ncol=14, loc="upper center")
+    ax.set_xlabel("x " * 60)
+    bad = check_figure(fig)
+    assert any("outside the canvas" in b for b in bad)
+
+
+def test_overlapping_tick_labels_fail():
+    fig, axes = _fig(2.0, 2.0)
+    ax = axes[0][0]
+    ax.set_xticks(range(12))
+    ax.set_xticklabels([f"label number {i}" for i in range(12)])
+    assert any("overlap" in b for b in check_figure(fig))
+
+
+def test_log_minor_labels_and_offsets_fail():
+    fig, axes = _fig(2.0, 2.8)  # a short log range labels its minor ticks: 2x10^2 3x10^2 4x10^2 6x10^2
+    ax = axes[0][0]
+    ax.plot([200, 300, 400, 600], [1, 2, 3, 4])
+    ax.set_xscale("log")
+    ax.set_xlim(190, 650)
+    assert any("tick labels" in b and "overlap" in b for b in check_figure(fig))
+    fig, axes = _fig(2.0, 2.8)
+    axes[0][0].plot([200, 300, 400, 600], [1, 2, 3, 4])
+    axes[0][0].set_xscale("log")
+    style.value_ticks(axes[0][0].xaxis, [200, 300, 400, 600])
+    assert not any("overlap" in b for b in check_figure(fig))
+    fig, axes = _fig()
+    axes[0][0].plot([1, 2, 3], [math.sqrt(2) + 1e-6 * k for k in range(3)])
+    assert any("offset text" in b for b in check_figure(fig))
+
+
+def test_fractional_round_ticks_fail():
+    fig, axes = _fig()
+    axes[0][0].plot([1, 2, 3, 4], np.linspace(0, 1, 4))  # 3 rounds: matplotlib ticks 1.0, 1.5, 2.0, ...
+    axes[0][0].set_xlabel("round")
+    assert any("between whole numbers" in b for b in check_figure(fig))
+    fig, axes = _fig()
+    axes[0][0].plot([1, 2, 3, 4], np.linspace(0, 1, 4))
+    axes[0][0].set_xlabel("round")
+    style.integer_ticks(axes[0][0].xaxis)
+    assert not any("between whole numbers" in b for b in check_figure(fig))
+
+
+def test_bands_need_three_values_and_a_mark():
+    fig, axes = _fig()
+    ax = axes[0][0]
+    ax.fill_between([0, 1], [0, 0], [1, 1])
+    assert any("does not say how many" in b for b in check_figure(fig))
+    fig, axes = _fig()
+    style.band(axes[0][0], [0, 1, 2], [0.5] * 3, [0.2] * 3, [0.8] * 3, "C0", "x", n=2)
+    assert not axes[0][0].collections  # two values: no band at all
+    style.band(axes[0][0], [0, 1, 2], [0.5] * 3, [0.2] * 3, [0.8] * 3, "C0", "x", n=3)
+    assert not [b for b in check_figure(fig) if "band" in b]
+    fig, axes = _fig()
+    drawn = style.seed_curves(axes[0][0], [1, 2, 3], [[0.1, 0.5, 0.9], [0.2, 0.4, 1.0]], "C1", "two seeds",
+                              bounds=(0, 1))
+    assert drawn == 2 and not axes[0][0].collections and len(axes[0][0].lines) == 2
+
+
+def test_titles_need_paper_data_size_and_seeds():
+    good = style.face("CLoVE Table 7 reproduced", "8x8 digits standing in for MNIST", "20 clients x 20 samples, "
+                      "40 rounds", "2 seeds")
+    assert title_problems(good) == []
+    assert len(title_problems("CLoVE Table 7 reproduced: 8x8 digits, quick size, 2 seeds")) == 2
+    assert title_problems("Phase diagrams, beyond the papers\ndata: synthetic; size: K = 3; 3 trials") == []
+    assert any("seeds" in p for p in title_problems("IFCA Fig. 4\ndata: digits; size: 8 clients"))
+
+
+def test_small_text_fails():
+    fig, axes = _fig()
+    axes[0][0].set_ylabel("tiny", fontsize=5)
+    assert any("pt (<" in b for b in check_figure(fig))
