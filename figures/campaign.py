@@ -574,6 +574,28 @@ def execute(req: RunRequest, root: str, data_dir: str | None, command: str) -> d
     seed, wall and CPU time.  IFCA and global runs checkpoint every round under ``root/.checkpoints`` and resume
     from there, so a kill loses at most one round of them; the other algorithms rerun the run (nets checkpoints
     only IFCA and global).  Returns a short summary for the log."""
+    import fcntl
+
+
+    path = req.path(Path(root))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # another runner (a second `--campaign run`) may be on this run: one process per run
+    lock = os.open(path.with_suffix(".running"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(lock)
+        return {"run": f"{req.folder}/{path.name}", "skipped": "another runner has it"}
+    try:
+        if path.exists():
+            return {"run": f"{req.folder}/{path.name}", "skipped": "stored meanwhile"}
+        return _execute(req, root, data_dir, command, path)
+    finally:
+        os.close(lock)
+        path.with_suffix(".running").unlink(missing_ok=True)
+
+
+def _execute(req: RunRequest, root: str, data_dir: str | None, command: str, path: Path) -> dict:
     import importlib
 
     import torch
@@ -601,8 +623,6 @@ def execute(req: RunRequest, root: str, data_dir: str | None, command: str) -> d
               "resumed_from_round": (result or {}).get("resumed_from_round"),
               "load_average": [list(load0), list(os.getloadavg())],
               "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "result": result}
-    path = req.path(Path(root))
-    path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, record)
     return {"run": f"{req.folder}/{path.name}", "wall": wall, "cpu": cpu,
             "error": (result or {}).get("error")}
@@ -657,7 +677,9 @@ def run_campaign(budget_hours: float = BUDGET_HOURS, n_jobs: int = 1, root: Path
 
     done = 0
     for res in Parallel(n_jobs=n_jobs, return_as="generator_unordered", pre_dispatch="n_jobs")(jobs()):
-        if res.get("error"):
+        if res.get("skipped"):
+            log(f"campaign: {res['run']} skipped ({res['skipped']})")
+        elif res.get("error"):
             log(f"campaign: {res['run']} FAILED: {res['error']}")
         else:
             done += 1
@@ -691,7 +713,8 @@ def refresh(budget_hours: float = BUDGET_HOURS, root: Path = HERE, data_dir: str
     if _BEGIN in body and _END in body:
         body = body[:body.index(_BEGIN)] + block + body[body.index(_END) + len(_END):]
     else:
-        body = body.rstrip() + "\n\n## The paper-scale campaign (`campaign.csv`)\n\n" + block + "\n"
+        heading = "" if "## The paper-scale campaign" in body else "## The paper-scale campaign (`campaign.csv`)\n\n"
+        body = body.rstrip() + "\n\n" + heading + block + "\n"
     write_text_atomic(readme, body)
     return path, text
 
