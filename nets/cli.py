@@ -99,6 +99,8 @@ def _flower(args: argparse.Namespace) -> int:
         raise ValueError("python -m nets flower needs Flower's simulation engine: pip install -e \".[nets,flower]\"")
     if args.timeout <= 0 or args.actors < 1:
         raise ValueError(f"--timeout must be > 0 and --actors >= 1, got {args.timeout} and {args.actors}")
+    if getattr(args, "max_hours", None) is not None:  # the ceiling checks nets run's own cost estimate
+        raise ValueError("--max-hours is not available in a Flower run; use --timeout to bound each exchange")
     from .experiment import PARAMS
     from .flower.server import run
 

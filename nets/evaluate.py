@@ -21,13 +21,23 @@ from synth.validation import check_choice
 
 from .backend import TorchBackend
 
-__all__ = ["RULES", "clustering_scores", "evaluate"]
+__all__ = ["RULES", "client_scores", "clustering_scores", "evaluate", "mean_scores"]
 
 RULES = ("min-loss", "cluster")
 
 
 def evaluate(test: TorchBackend, models, rule: str, labels=None) -> dict:
     """Test loss and accuracy of ``models`` under ``rule``; accuracy is ``None`` for reconstruction."""
+    loss, acc, choice, missing = client_scores(test, models, rule, labels)
+    return mean_scores(loss, acc, test.n_samples, missing, rule, choice)
+
+
+def client_scores(test: TorchBackend, models, rule: str, labels=None) -> tuple[np.ndarray, ...]:
+    """Each client's test loss and accuracy under ``rule``: ``(loss, acc, choice, missing)``, four ``(c,)`` arrays.
+
+    ``choice`` is the model each client was scored with; ``missing`` marks the clients that had no cluster label
+    and fell back to the min-loss rule.  A Flower client (:mod:`nets.flower`) calls this on its own test data.
+    """
     rule = check_choice("rule", rule, RULES)
     M = test.from_numpy(models).shape[0]
     choice = np.full(test.n_clients, -1, dtype=np.int64)
@@ -42,11 +52,16 @@ def evaluate(test: TorchBackend, models, rule: str, labels=None) -> dict:
         L = test.losses(models, np.flatnonzero(missing))
         choice[missing] = np.nan_to_num(L, nan=np.inf).argmin(1)
     loss, acc = test.scores(models, choice)
-    w = test.n_samples.astype(np.float64)
+    return loss, acc, choice, missing
+
+
+def mean_scores(loss, acc, n_samples, missing, rule: str, choice=None) -> dict:
+    """The record of per-client scores: test loss and accuracy averaged over all test samples of all clients."""
+    w = np.asarray(n_samples).astype(np.float64)
     mean_acc = float(np.sum(acc * w) / w.sum())
     return {"test_loss": float(np.sum(loss * w) / w.sum()),
             "test_accuracy": None if np.isnan(mean_acc) else mean_acc,
-            "unassigned": int(missing.sum()) if rule == "cluster" else 0,
+            "unassigned": int(np.sum(missing)) if rule == "cluster" else 0,
             "choice": choice}
 
 

@@ -24,7 +24,7 @@ from threadpoolctl import threadpool_limits
 
 from ..validation import check_array, check_int, check_random_state
 from .backend import ModelBackend
-from .common import apply_round, assignment_weights, default_scheme, initial_models, participants
+from .common import answered, apply_round, assignment_weights, default_scheme, initial_models, participants
 from .params import POSITIVE, Boolean, Estimator, Int, Options, shared
 from .result import FitResult, History, Monitor
 
@@ -198,6 +198,10 @@ class CLoVE(Estimator):
             id_view, grad_view = backend.at_round(t)
             clients = participants(rng, m, self.participation)
             L = id_view.losses(models, clients)  # (c, K): the loss vectors
+            clients, L = answered(id_view, clients, L)  # lost clients leave M^(t)
+            if len(L) == 0:  # no client answered (nets.flower): the round changes nothing
+                history.record(t, np.full(m, -1, dtype=np.int64), loss=np.nan, k=0, n_models=n_models)
+                continue
             if t == 0 and self.first_round == "random":
                 assign, k = rng.integers(n_models, size=len(L)), n_models
             else:
@@ -214,12 +218,15 @@ class CLoVE(Estimator):
             if self.n_clusters is None and clients is None:
                 models, n_models = self._prune(backend, models, assign, n_models)
 
-        labels, _ = self._assign(backend.losses(models), rng)
+        present, L = answered(backend, None, backend.losses(models))  # clients lost here stay unlabelled (-1)
+        assign, _ = self._assign(L, rng)
+        labels = np.full(m, -1, dtype=np.int64)
+        labels[slice(None) if present is None else present] = assign
         models_np = backend.to_numpy(models)
         if self.n_clusters is None:
-            used, labels = np.unique(labels, return_inverse=True)
+            used, labels[labels >= 0] = np.unique(labels[labels >= 0], return_inverse=True)
             models_np = models_np[used]
-        self.result_ = FitResult(labels=labels, models=models_np, n_clusters=int(len(np.unique(labels))),
+        self.result_ = FitResult(labels=labels, models=models_np, n_clusters=int(len(np.unique(labels[labels >= 0]))),
                                  history=history, rounds=self.n_rounds, extra={"n_models": n_models})
         self.labels_, self.models_ = labels, models_np
         self.n_clusters_, self.history_ = self.result_.n_clusters, history

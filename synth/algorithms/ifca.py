@@ -70,6 +70,7 @@ from .backend import ModelBackend
 from .closed_form import ClosedForm, identities_kept
 from .common import (
     DivergenceError,
+    answered,
     apply_round,
     group_argmin,
     initial_models,
@@ -203,24 +204,28 @@ class IFCA(Estimator):
                 return _one_hot_argmin(L, k, 1.0 / _c)
 
             with np.errstate(over="ignore", invalid="ignore"):
-                if self.averaging == "gradient" and id_view is grad_view:
+                # a backend that may lose clients (nets.flower) needs the round's participants before the choice
+                if self.averaging == "gradient" and id_view is grad_view and not hasattr(backend, "lost"):
                     L, W, G = grad_view.losses_and_weighted_gradients(models, choose, clients)
                     models = backend.step(models, G, lr)
                 else:
                     L = id_view.losses(models, clients)
-                    W = choose(L, np.arange(c))
+                    clients, L = answered(id_view, clients, L)  # lost clients leave M_t
+                    c = len(L)
+                    W = _one_hot_argmin(L, k, 1.0 / max(c, 1))
                     models = self._round(grad_view, backend, models, W, lr, R, k, clients)
 
             best = group_argmin(L, k)  # (c, R)
             rows = slice(None) if clients is None else clients
             labels_runs[t][:, rows] = best.T
-            objective[t] = np.nan_to_num(L, nan=np.inf).reshape(c, R, k).min(2).mean(0)
-            # a run whose objective is non-finite or has grown by the divergence factor cannot be converging:
-            # freeze it (step size 0) so it cannot overflow, and exclude it from the selection
-            newly = ~diverged & ~(objective[t] <= self.divergence_factor * (objective[0] + 1e-300))
-            if newly.any():
-                diverged |= newly
-                lr = lr * np.repeat(~diverged, k)
+            if c:  # a round in which no client answered (nets.flower) leaves the objective unknown
+                objective[t] = np.nan_to_num(L, nan=np.inf).reshape(c, R, k).min(2).mean(0)
+                # a run whose objective is non-finite or has grown by the divergence factor cannot be converging:
+                # freeze it (step size 0) so it cannot overflow, and exclude it from the selection
+                newly = ~diverged & ~(objective[t] <= self.divergence_factor * (objective[0] + 1e-300))
+                if newly.any():
+                    diverged |= newly
+                    lr = lr * np.repeat(~diverged, k)
             if self.monitor is not None and (t % every == 0 or t == self.n_rounds - 1):
                 self._monitor(backend, models, labels_runs[t], R, k, t, monitored)
 
@@ -234,11 +239,13 @@ class IFCA(Estimator):
             raise DivergenceError(f"all {R} IFCA runs diverged (non-finite loss); lower step_size")
         with np.errstate(over="ignore", invalid="ignore"):
             final_L = backend.losses(models)
-        per_run = np.nan_to_num(final_L, nan=np.inf).reshape(m, R, k).min(2).sum(0)
+        present, final_L = answered(backend, None, final_L)  # clients lost in this pass stay unlabelled (-1)
+        per_run = np.nan_to_num(final_L, nan=np.inf).reshape(len(final_L), R, k).min(2).sum(0)
         per_run[diverged] = np.inf
         r_best = int(np.argmin(per_run))
         models_np = backend.to_numpy(models).reshape(R, k, -1)
-        labels = group_argmin(final_L, k)[:, r_best]
+        labels = np.full(m, -1, dtype=np.int64)
+        labels[slice(None) if present is None else present] = group_argmin(final_L, k)[:, r_best]
         rounds = extra.get("run_rounds", np.full(R, self.n_rounds))
 
         history = History()
@@ -246,7 +253,7 @@ class IFCA(Estimator):
             more = {name: vals[t, r_best] for name, vals in monitored.items() if not np.isnan(vals[t, r_best])}
             history.record(t, labels_runs[t, r_best], loss=objective[t, r_best], **more)
         self.result_ = FitResult(
-            labels=labels, models=models_np[r_best], n_clusters=int(len(np.unique(labels))),
+            labels=labels, models=models_np[r_best], n_clusters=int(len(np.unique(labels[labels >= 0]))),
             history=history, rounds=int(np.max(rounds, initial=0)),
             extra={"models_all": models_np, "run_losses": per_run, "best_run": r_best,
                    "run_step_sizes": np.tile(gammas, n_init), "diverged": diverged,

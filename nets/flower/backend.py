@@ -1,0 +1,226 @@
+"""The server's model backend: the algorithms of :mod:`synth.algorithms` run unchanged, their clients are SuperNodes.
+
+:class:`FederatedBackend` implements :class:`synth.algorithms.backend.ModelBackend`.  The operations that need a
+client's data (losses, local steps, gradients, local models) are Flower message exchanges with the clients that
+the algorithm names (one message per client, answered by :mod:`nets.flower.client`); the operations on model
+stacks (averaging, trimmed means, steps, distances, initialisation) run on the server, on a
+:class:`nets.backend.TorchBackend` that holds no data.  So each algorithm exists once: IFCA, SR-FCA and CLoVE
+decide exactly as in ``nets run``, and only where the numbers come from differs.
+
+Lost clients.  A client that fails (its ClientApp raises) or does not answer within the exchange's timeout is
+*lost* for that call; :attr:`FederatedBackend.lost` names the lost clients of the last call.  With
+``on_loss="subsets"`` (IFCA, CLoVE, FedAvg) a call goes on without them: their loss rows are NaN and the
+algorithm drops them from the round's participants (:func:`synth.algorithms.common.answered`: IFCA journal
+Alg. 2's ``M_t``, CLoVE Alg. 1's ``M^(t)``); a client lost after it answered the round's losses counts as
+having sent back the model it was sent (its local steps are lost, the other clients' are averaged with it) and
+its gradient as zero.  With ``on_loss="raise"`` (SR-FCA, Local) a loss raises :class:`ClientsLost`, and the
+strategy runs the algorithm again on the clients that remain (:mod:`nets.flower.strategies`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from synth.validation import check_choice, check_int, check_real
+
+from ..backend import TorchBackend
+
+__all__ = ["Answers", "ClientsLost", "FederatedBackend"]
+
+ON_LOSS = ("subsets", "raise")
+# operations on model stacks: no client data, computed on the server
+_STACK_OPS = ("combine", "trimmed_mean", "step", "project", "distances", "take", "concat", "to_numpy", "from_numpy",
+              "init_models", "tie_shared")
+
+
+class ClientsLost(RuntimeError):
+    """Clients (indices into the federation) that failed or timed out in an exchange of an algorithm that needs them."""
+
+    def __init__(self, clients: list[int], action: str):
+        self.clients, self.action = list(clients), action
+        super().__init__(f"client(s) {self.clients} lost in {action}")
+
+
+@dataclass
+class Answers:
+    """The answers of one exchange, in the order of the clients asked: who answered, their rows and statistics."""
+
+    answered: np.ndarray  # (c,) bool
+    rows: np.ndarray | None  # (c, r, P) in the run's precision, NaN where not answered; None if nobody did
+    metrics: dict[str, np.ndarray]  # name -> (c, L) float64, NaN where not answered
+
+    def table(self, name: str, width: int) -> np.ndarray:
+        """The statistic ``name``: ``(c, width)``, all NaN when no client answered."""
+        out = self.metrics.get(name)
+        return np.full((len(self.answered), width), np.nan) if out is None else out
+
+    def stack(self, r: int, P: int, dtype) -> np.ndarray:
+        """The answered rows: ``(c, r, P)``, all NaN when no client answered."""
+        return np.full((len(self.answered), r, P), np.nan, dtype=dtype) if self.rows is None else self.rows
+
+
+Exchange = Callable[..., Answers]
+
+
+class FederatedBackend:
+    """:class:`~synth.algorithms.backend.ModelBackend` whose data operations are answered by Flower clients.
+
+    Parameters
+    ----------
+    exchange : ``exchange(action, clients, config, *, common=None, rows=None, each=None) -> Answers``: sends
+        one message per client (indices into the federation) and collects the answers
+        (:meth:`nets.flower.strategies.FlowerStrategy.exchange`).
+    stacks : a :class:`~nets.backend.TorchBackend` of the run's network and precision, for the operations on
+        model stacks (it holds no client data and is never asked for losses or gradients).
+    n_samples : ``(m,)`` training samples of each client (reported by the clients).
+    members : the federation's clients this backend's clients are (default: all, in order); a run restarted
+        without lost clients uses a subset.
+    batch_size : the run's minibatch size (``None`` = full batch): local-training calls are counted as the torch
+        backend counts them, so that each client draws its minibatches from the same generator state.
+    on_loss : ``"subsets"`` or ``"raise"`` (module docstring).
+    """
+
+    default_init = "default"
+
+    def __init__(self, exchange: Exchange, stacks: TorchBackend, n_samples, *, members=None,
+                 batch_size: int | None = None, on_loss: str = "subsets"):
+        self._exchange = exchange
+        self._stacks = stacks
+        full = np.asarray(n_samples, dtype=np.int64)
+        self.members = np.arange(len(full)) if members is None else np.asarray(members, dtype=np.int64)
+        self.n_samples = full[self.members]
+        self.n_clients, self.n_params = len(self.members), stacks.n_params
+        self.batch_size = batch_size
+        self.on_loss = check_choice("on_loss", on_loss, ON_LOSS)
+        self.lost: set[int] = set()
+        self._round, self._calls = 0, 0
+        self._np_dtype = torch.empty(0, dtype=stacks.dtype).numpy().dtype
+
+    def __getattr__(self, name: str):
+        if name in _STACK_OPS:
+            return getattr(self._stacks, name)
+        raise AttributeError(f"{type(self).__name__} has no {name!r} (an operation the Flower clients do not offer)")
+
+    # ------------------------------------------------------------------ helpers
+    def _index(self, clients) -> np.ndarray:
+        return np.arange(self.n_clients) if clients is None else np.asarray(clients, dtype=np.int64)
+
+    def _rows(self, models) -> np.ndarray:
+        """The stack in the run's precision, as numpy (float32 rows stay float32 on the wire)."""
+        return self._stacks.from_numpy(models).detach().cpu().numpy()
+
+    def _ask(self, action: str, idx: np.ndarray, config: dict, **payload) -> Answers:
+        config = {"round": self._round, **config}
+        ans = self._exchange(action, self.members[idx], config, **payload)
+        self.lost = {int(a) for a in idx[~ans.answered]}
+        if self.lost and self.on_loss == "raise":
+            raise ClientsLost(sorted(int(c) for c in self.members[sorted(self.lost)]), action)
+        return ans
+
+    def _call(self, steps: int) -> int:
+        """The index of this local-training call within the round, as :meth:`TorchBackend._generator` counts."""
+        call = self._calls
+        if self.batch_size is not None and steps > 0:
+            self._calls += 1
+        return call
+
+    def _tensor(self, rows: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(rows, dtype=self._stacks.dtype, device=self._stacks.device)
+
+    # --------------------------------------------------------------- evaluation
+    def losses(self, models, clients=None) -> np.ndarray:
+        """``f_i(models[j])``: ``(c, M)`` float64, NaN rows for lost clients."""
+        idx = self._index(clients)
+        M = self._rows(models)
+        if not len(idx):
+            return np.zeros((0, len(M)))
+        return self._ask("query.losses", idx, {}, common=M).table("losses", len(M))
+
+    # ---------------------------------------------------- first-order information
+    def client_gradients(self, models, labels, clients=None) -> torch.Tensor:
+        """``grad f_i(models[labels[i]])``: ``(c, P)``; a lost client's row is zero."""
+        idx = self._index(clients)
+        M, labels = self._rows(models), np.asarray(labels, dtype=np.int64)
+        if not len(idx):
+            return self._tensor(np.zeros((0, self.n_params)))
+        ans = self._ask("train.gradient", idx, {}, rows=[M[j:j + 1] for j in labels])
+        return self._tensor(np.nan_to_num(ans.stack(1, self.n_params, M.dtype)[:, 0], nan=0.0))
+
+    def weighted_gradients(self, models, weights, clients=None) -> torch.Tensor:
+        """``G[j] = sum_i weights[i, j] grad f_i(models[j])``: ``(M, P)``; lost clients contribute nothing."""
+        idx = self._index(clients)
+        M = self._rows(models)
+        W = np.asarray(weights, dtype=np.float64)
+        if W.shape != (len(idx), len(M)):
+            raise ValueError(f"weights must have shape ({len(idx)}, {len(M)}), got {W.shape}")
+        G = torch.zeros((len(M), self.n_params), dtype=self._stacks.dtype, device=self._stacks.device)
+        ask = np.flatnonzero(W.any(1))  # clients with a weight on some model
+        if not len(ask):
+            return G
+        cols = [np.flatnonzero(W[a]) for a in ask]
+        ans = self._ask("train.gradient", idx[ask], {}, rows=[M[c] for c in cols])
+        ok = np.flatnonzero(ans.answered)
+        pos = np.concatenate([np.full(len(cols[a]), a) for a in ok]) if len(ok) else np.zeros(0, np.int64)
+        js = np.concatenate([cols[a] for a in ok]) if len(ok) else np.zeros(0, np.int64)
+        grads = np.concatenate([ans.rows[a, :len(cols[a])] for a in ok]) if len(ok) else np.zeros((0, self.n_params))
+        w = self._tensor(W[ask[pos], js])[:, None]
+        return G.index_add_(0, torch.as_tensor(js, device=G.device), w * self._tensor(grads))
+
+    def losses_and_weighted_gradients(self, models, choose, clients=None):
+        """``losses``, then ``weights = choose(losses, rows)``, then ``weighted_gradients`` (two exchanges)."""
+        L = self.losses(models, clients)
+        W = np.asarray(choose(L, np.arange(L.shape[0])), dtype=np.float64)
+        return L, W, self.weighted_gradients(models, W, clients)
+
+    def local_update(self, models, labels, steps: int, lr, clients=None, state=None) -> torch.Tensor:
+        """Each client runs ``steps`` local steps from ``models[labels[i]]``: ``(c, P)``; a lost client's row is the
+        model it was sent."""
+        if state is not None:
+            raise ValueError("local_update's state (an optimiser carried across calls) is not offered by Flower "
+                             "clients")
+        steps = check_int("steps", steps, low=0)
+        idx = self._index(clients)
+        M, labels = self._rows(models), np.asarray(labels, dtype=np.int64)
+        if len(labels) != len(idx):
+            raise ValueError(f"labels must hold one model index per selected client ({len(idx)}), got {len(labels)}")
+        lr = np.broadcast_to(np.asarray(lr, dtype=np.float64), (len(M),))
+        call = self._call(steps)
+        if not len(idx):
+            return self._tensor(np.zeros((0, self.n_params)))
+        ans = self._ask("train.update", idx, {"steps": steps, "call": call, "cohort": len(idx)},
+                        rows=[M[j:j + 1] for j in labels],
+                        each=[{"lr": float(lr[j]), "position": a} for a, j in enumerate(labels)])
+        out = ans.stack(1, self.n_params, M.dtype)[:, 0]
+        out[~ans.answered] = M[labels[~ans.answered]]
+        return self._tensor(out)
+
+    def local_models(self, method: str = "gd", steps: int = 100, lr: float = 0.1, init=None) -> torch.Tensor:
+        """Every client's own model after ``steps`` local steps from the shared start (or from ``init``)."""
+        method = check_choice("method", method, ("erm", "gd"))
+        if method == "erm":
+            raise ValueError("method='erm' (exact local ERM) is not defined for neural networks; use method='gd'")
+        lr = check_real("lr", lr, low=0.0, low_inclusive=False)
+        steps = check_int("steps", steps, low=0)
+        rows = None
+        if init is not None:
+            start = self._rows(init)
+            start = np.broadcast_to(start, (self.n_clients, self.n_params)) if len(start) == 1 else start
+            if start.shape != (self.n_clients, self.n_params):
+                raise ValueError(f"init must have shape ({self.n_clients}, {self.n_params}), got {start.shape}")
+            rows = [start[a:a + 1] for a in range(self.n_clients)]
+        idx = np.arange(self.n_clients)
+        ans = self._ask("train.local", idx, {"steps": steps, "lr": lr, "call": self._call(steps),
+                                             "cohort": self.n_clients},
+                        rows=rows, each=[{"position": a} for a in idx])
+        return self._tensor(ans.stack(1, self.n_params, self._np_dtype)[:, 0])
+
+    # ------------------------------------------------------------- data regimes
+    def at_round(self, t: int):
+        """Fixed data on the clients; the round index travels with every message (step decay, minibatch seeds)."""
+        self._round = int(t)
+        self._calls = 0
+        return self, self

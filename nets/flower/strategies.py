@@ -1,0 +1,534 @@
+"""Flower strategies (the message-based ``flwr.serverapp.strategy.Strategy``) for IFCA, SR-FCA, CLoVE, FedAvg, Local.
+
+A strategy runs its algorithm's estimator from :mod:`synth.algorithms` -- the same object, hyper-parameters and
+random streams as ``nets run`` -- on a :class:`~nets.flower.backend.FederatedBackend`, whose every operation on
+client data is one exchange of Flower messages built by :meth:`FlowerStrategy.configure_train` (or
+``configure_evaluate``) and gathered by :meth:`FlowerStrategy.aggregate_train` (``aggregate_evaluate``).  The
+algorithm decides everything on the server exactly as it does in-process, so a Flower run and ``nets run`` with
+the same settings take the same decisions (``tests/test_flower.py`` checks it).  The messages per round:
+
+* IFCA (Ghosh et al., IFCA journal Alg. 2) and FedAvg (its ``k = 1`` case): all ``k`` models out, the loss
+  vector back; the server takes each client's argmin (the cluster identity estimate), then the chosen model
+  out, the model after ``tau`` local steps back (model averaging) or the gradient (gradient averaging).
+* SR-FCA (Vardhan, Ghosh, Mazumdar, Alg. 1-4): ONE_SHOT's local models back, then the losses of every local
+  model on every client (Def. 5.1's cross-cluster loss; none for ``dist="l2"``), then for each REFINE one
+  exchange per TrimmedMeanGD step (each cluster's model out, the client's gradient back) and one for the
+  losses of the trained cluster models (RECLUSTER, MERGE).
+* CLoVE (Bhatia et al., Alg. 1): all models out, the loss vector back; the server clusters the loss vectors
+  and matches clusters to models, then the assigned model out, the local model back.
+* Local: each client's local model back.
+
+After the fit, one ``evaluate.scores`` exchange scores the models on the clients' test data by the paper's rule
+(IFCA's min-loss rule, SR-FCA's and CLoVE's cluster rule, Local's own model).
+
+Faults (:mod:`nets.flower.backend`): a client that fails or times out in an IFCA, FedAvg or CLoVE round leaves
+that round's participants (the participation subsets ``M_t`` / ``M^(t)`` of both papers) and is asked again in
+the next.  SR-FCA's ONE_SHOT graph, RECLUSTER and MERGE are defined over a fixed set of clients, so a client lost
+anywhere in SR-FCA (or Local) is removed and the algorithm restarts on the clients that remain (same seed, so the
+run is SR-FCA on that federation); the removed clients are reported unassigned (label -1).  Every exchange has a
+timeout, so a run never waits longer than that for a client.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from logging import INFO
+from typing import Any
+
+import numpy as np
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Result, Strategy
+from flwr.supercore import log
+
+from synth.validation import did_you_mean
+
+from ..algorithms import ALGOS, hyper_parameters, make_estimator
+from ..backend import TorchBackend
+from ..device import resolve_device
+from ..evaluate import clustering_scores, mean_scores
+from ..functional import FunctionalModel
+from ..models import MODELS, model_factory
+from .backend import Answers, ClientsLost, FederatedBackend
+from .protocol import ARRAYS, CONFIG, EXPERIMENT, METRICS, RESULT, pack, unpack
+
+__all__ = ["STRATEGIES", "CLoVEStrategy", "FlowerStrategy", "GlobalStrategy", "IFCAStrategy", "LocalStrategy",
+           "SRFCAStrategy", "strategy_for"]
+
+# nets run parameters a Flower run does not offer, and why
+_UNSUPPORTED = {
+    "checkpoint": "a Flower run is not resumed from a checkpoint",
+    "test_machines": "IFCA's separate test machines are not Flower clients",
+}
+
+
+@dataclass
+class _Pending:
+    """The exchange being configured: its action, the clients asked (federation indices), per-client payloads."""
+
+    action: str
+    clients: np.ndarray
+    rows: list[np.ndarray] | None = None
+    each: list[dict] | None = None
+
+
+@dataclass
+class _Log:
+    """What the Flower side of a run cost and lost."""
+
+    exchanges: int = 0
+    messages: int = 0
+    seconds: float = 0.0  # in send_and_receive
+    lost: list[list] = field(default_factory=list)  # [exchange, action, client, why]
+    waits: list[float] = field(default_factory=list)  # seconds each exchange waited for its answers
+    restarts: int = 0
+
+
+class FlowerStrategy(Strategy):
+    """A cflab algorithm as a Flower strategy (module docstring); subclasses name the algorithm.
+
+    Parameters
+    ----------
+    params : the ``nets run`` parameters (:data:`nets.experiment.PARAMS`), e.g. ``{"algo": "ifca", "clients":
+        20, "rounds": 10, "seed": 0}``; validated here, so a mistake is a ``ValueError`` before any message.
+    algo_params : extra estimator hyper-parameters by name (``nets run --algo-param``).
+    history : keep the per-round metrics (``nets run --history``).
+    timeout : seconds an exchange waits for its clients; later answers are lost.
+    start_timeout : seconds to wait for the SuperNodes to connect and describe their partitions (the first
+        answer builds each simulation actor's data).
+    faults : injected client faults (tests; see :mod:`nets.flower.client`).
+    """
+
+    algo = ""
+    on_loss = "subsets"
+
+    def __init__(self, params: dict[str, Any], algo_params: dict[str, Any] | None = None, *, history: bool = False,
+                 timeout: float = 600.0, start_timeout: float = 600.0, faults: list[dict] | tuple = ()):
+        from ..experiment import validate_params
+
+        params = dict(params)
+        params.setdefault("algo", self.algo)
+        self.p = validate_params(params)
+        if self.p["algo"] != self.algo:
+            raise ValueError(f"{type(self).__name__} runs algo {self.algo!r}, got {self.p['algo']!r}")
+        for key, why in _UNSUPPORTED.items():
+            if self.p[key] is not None:
+                raise ValueError(f"{key} is not available in a Flower run: {why}")
+        if self.p["share"] != "none":
+            raise ValueError("share='last' (IFCA weight sharing) is not available in a Flower run")
+        self.algo_params = _check_algo_params(self.algo, algo_params)
+        from ..experiment import _hyper
+
+        # the estimator's own checks of its hyper-parameters (e.g. SR-FCA's threshold), before any message
+        make_estimator(self.algo, _hyper(self.p, ALGOS[self.algo], 1, self.p["init"], 0, np.random.default_rng(0),
+                                         None, self.algo_params), explicit=tuple(self.algo_params))
+        self.params = {k: v for k, v in params.items() if k != "algo_params"}
+        self.history = bool(history)
+        self.timeout, self.start_timeout = float(timeout), float(start_timeout)
+        self.faults = [dict(f) for f in faults]
+        self.record: dict[str, Any] | None = None
+        self.round_labels: list[np.ndarray] = []  # the labels the estimator's monitor saw, call by call
+        self._grid: Grid | None = None
+        self._pending: _Pending | None = None
+        self._log = _Log()
+        self._experiment = ConfigRecord({"json": json.dumps({"params": self.params, "faults": self.faults})})
+        self._nodes = np.zeros(0, dtype=np.uint64)  # node ids are 64-bit unsigned
+
+    # ---------------------------------------------------------------- Flower's Strategy API
+    def summary(self) -> None:
+        """Log the algorithm and its settings."""
+        log(INFO, "\t├──> %s (cflab algo %r, %s)", type(self).__name__, self.algo, ALGOS[self.algo].paper)
+        log(INFO, "\t└──> parameters: %s", json.dumps(self.params, sort_keys=True))
+
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                        grid: Grid) -> list[Message]:
+        """One message per client of the pending exchange: ``arrays`` (models every client gets) or the client's
+        own model rows, ``config`` plus the client's own settings, and the experiment."""
+        p = self._pending
+        messages = []
+        for a, client in enumerate(p.clients):  # one message per client: the framework's unit of work
+            cfg = ConfigRecord({**config, **({k: _plain(v) for k, v in p.each[a].items()} if p.each else {})})
+            content = RecordDict({EXPERIMENT: self._experiment, CONFIG: cfg})
+            if p.rows is not None and p.rows[a] is not None:
+                content[ARRAYS] = pack(p.rows[a])
+            elif len(arrays):
+                content[ARRAYS] = arrays
+            messages.append(Message(content, dst_node_id=int(self._nodes[client]), message_type=p.action))
+        return messages
+
+    def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                           grid: Grid) -> list[Message]:
+        """Test-data exchanges are built like training ones (the action names the split)."""
+        return self.configure_train(server_round, arrays, config, grid)
+
+    def aggregate_train(self, server_round: int, replies) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """The answers of the pending exchange in the order of its clients.
+
+        ``rows``: ``(c, r, P)`` model rows or gradients (NaN for a client that did not answer); the metric record
+        holds ``answered`` (1/0 per client) and every statistic the clients sent, client after client (NaN-filled).
+        The algorithm combines them (averaging, trimmed means, clustering) on the server.
+        """
+        p = self._pending
+        where = {int(node): a for a, node in enumerate(self._nodes[p.clients])}
+        c = len(p.clients)
+        got: list[tuple[dict, np.ndarray | None] | None] = [None] * c
+        for msg in replies:
+            a = where.get(int(msg.metadata.src_node_id))
+            if a is None:
+                continue  # a late answer to an earlier exchange
+            if msg.has_error():
+                self._lose(server_round, p.action, int(p.clients[a]), _reason(msg.error.reason))
+                continue
+            metrics = dict(msg.content[METRICS])
+            if int(metrics.get("partition", -1)) != int(p.clients[a]):
+                self._lose(server_round, p.action, int(p.clients[a]), "answered for another partition")
+                continue
+            got[a] = (metrics, unpack(msg.content[RESULT]) if RESULT in msg.content else None)
+        answered = np.array([g is not None for g in got], dtype=bool)
+        for a in np.flatnonzero(~answered):
+            if not any(e[0] == server_round and e[2] == int(p.clients[a]) for e in self._log.lost):
+                self._lose(server_round, p.action, int(p.clients[a]), f"no answer within {self.timeout:g} s")
+        ok = [g for g in got if g is not None]
+        out = MetricRecord({"answered": [int(v) for v in answered]})
+        for key in (ok[0][0] if ok else {}):
+            if key == "partition":
+                continue
+            width = len(np.atleast_1d(ok[0][0][key]))
+            table = np.full((c, width), np.nan)
+            for a in np.flatnonzero(answered):
+                table[a] = np.atleast_1d(got[a][0][key])
+            out[key] = [float(v) for v in table.ravel()]
+        arrays = None
+        if ok and ok[0][1] is not None:
+            first = ok[0][1]
+            r = max(g[1].shape[0] for g in ok)
+            stack = np.full((c, r, *first.shape[1:]), np.nan, dtype=first.dtype)
+            for a in np.flatnonzero(answered):
+                stack[a, :len(got[a][1])] = got[a][1]
+            arrays = pack(stack)
+        return arrays, out
+
+    def aggregate_evaluate(self, server_round: int, replies) -> MetricRecord | None:
+        """The clients' test scores, as :meth:`aggregate_train` gathers them."""
+        return self.aggregate_train(server_round, replies)[1]
+
+    def start(self, grid: Grid, initial_arrays: ArrayRecord | None = None, num_rounds: int | None = None,
+              timeout: float | None = None, train_config: ConfigRecord | None = None,
+              evaluate_config: ConfigRecord | None = None, evaluate_fn=None) -> Result:
+        """Run the algorithm on the grid's SuperNodes; :attr:`record` is then the ``nets run`` JSON record.
+
+        The estimator draws its initial models from the run's seed, as ``nets run`` does, so ``initial_arrays``
+        must be empty; ``num_rounds`` (if given) must equal the ``rounds`` parameter.  ``train_config``,
+        ``evaluate_config`` and ``evaluate_fn`` are not used: the parameters say everything.
+        """
+        if initial_arrays is not None and len(initial_arrays):
+            raise ValueError("the initial models are drawn from the run's seed (as in nets run); pass no "
+                             "initial_arrays")
+        if num_rounds is not None and num_rounds != self.p["rounds"]:
+            raise ValueError(f"num_rounds={num_rounds} differs from the rounds parameter ({self.p['rounds']})")
+        if timeout is not None:
+            self.timeout = float(timeout)
+        self._grid = grid
+        log(INFO, "Starting %s:", type(self).__name__)
+        self.summary()
+        facts = self._describe()
+        models, scores = self._run(facts)
+        result = Result()
+        result.arrays = ArrayRecord({"models": pack(models)["rows"]})
+        result.evaluate_metrics_clientapp[self._log.exchanges] = MetricRecord(
+            {k: float("nan") if v is None else float(v) for k, v in scores.items() if k != "choice"})
+        return result
+
+    # ---------------------------------------------------------------- the exchanges
+    def exchange(self, action: str, clients: np.ndarray, config: dict, *, common: np.ndarray | None = None,
+                 rows: list[np.ndarray] | None = None, each: list[dict] | None = None) -> Answers:
+        """Send ``action`` to ``clients`` (indices into the federation) and gather the answers in their order.
+
+        ``common``: model rows every client gets; ``rows``: each client's own rows; ``each``: each client's own
+        settings.  Used by :class:`~nets.flower.backend.FederatedBackend` for every operation on client data.
+        """
+        self._log.exchanges += 1
+        server_round = self._log.exchanges
+        clients = np.asarray(clients, dtype=np.int64)
+        self._pending = _Pending(action, clients, rows, each)
+        cfg = ConfigRecord({k: _plain(v) for k, v in {**config, "exchange": server_round}.items()})
+        arrays = pack(common) if common is not None else ArrayRecord()
+        evaluate = action.startswith("evaluate.")
+        configure = self.configure_evaluate if evaluate else self.configure_train
+        messages = configure(server_round, arrays, cfg, self._grid)
+        t0 = time.perf_counter()
+        replies = list(self._grid.send_and_receive(messages, timeout=self.timeout)) if messages else []
+        self._log.waits.append(time.perf_counter() - t0)
+        self._log.seconds += self._log.waits[-1]
+        self._log.messages += len(messages)
+        if evaluate:
+            arrays_out, metrics = None, self.aggregate_evaluate(server_round, replies)
+        else:
+            arrays_out, metrics = self.aggregate_train(server_round, replies)
+        answered = np.asarray(metrics["answered"], dtype=bool)
+        table = {k: np.asarray(v, dtype=np.float64).reshape(len(clients), -1) for k, v in metrics.items()
+                 if k != "answered"}
+        return Answers(answered, None if arrays_out is None else unpack(arrays_out), table)
+
+    def _lose(self, server_round: int, action: str, client: int, why: str) -> None:
+        self._log.lost.append([server_round, action, client, why])
+        log(INFO, "exchange %d (%s): client %d lost: %s", server_round, action, client, why)
+
+    def _describe(self) -> dict:
+        """Wait for one SuperNode per client; learn each node's partition, sample counts and true cluster."""
+        m = int(self.p["clients"])
+        deadline = time.monotonic() + self.start_timeout
+        while len(nodes := sorted(int(n) for n in self._grid.get_node_ids())) < m:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(nodes)} SuperNodes connected within {self.start_timeout:g} s; the run "
+                                   f"needs one per client ({m})")
+            time.sleep(0.05)
+        if len(nodes) != m:
+            raise ValueError(f"the federation has {len(nodes)} SuperNodes but the run has {m} clients: run one "
+                             f"SuperNode per client (--clients {len(nodes)}, or num-supernodes={m})")
+        self._nodes = np.asarray(nodes, dtype=np.uint64)  # until the partitions are known: node order
+        keep, self.timeout = self.timeout, self.start_timeout
+        try:
+            self._pending = _Pending("query.describe", np.arange(m))
+            self._log.exchanges += 1
+            messages = self.configure_train(self._log.exchanges, ArrayRecord(), ConfigRecord(
+                {"exchange": self._log.exchanges}), self._grid)
+            replies = list(self._grid.send_and_receive(messages, timeout=self.start_timeout))
+        finally:
+            self.timeout = keep
+        errors = [_reason(r.error.reason) for r in replies if r.has_error()]
+        if errors:
+            raise ValueError(f"a client could not set up its partition: {errors[0]}")
+        if len(replies) < m:
+            raise TimeoutError(f"{m - len(replies)} of {m} SuperNodes did not describe their partition within "
+                               f"{self.start_timeout:g} s")
+        by_partition = {}
+        for r in replies:
+            metrics = dict(r.content[METRICS])
+            by_partition[int(metrics["partition"])] = (int(r.metadata.src_node_id), metrics,
+                                                       json.loads(r.content[CONFIG]["json"]))
+        if sorted(by_partition) != list(range(m)):
+            raise ValueError(f"the SuperNodes hold partitions {sorted(by_partition)}; the run needs 0..{m - 1}, one "
+                             f"each")
+        self._nodes = np.array([by_partition[i][0] for i in range(m)], dtype=np.uint64)
+        metric = lambda key: np.array([by_partition[i][1][key] for i in range(m)], dtype=np.int64)  # noqa: E731
+        clusters = metric("cluster")
+        return {**by_partition[0][2], "n_train": metric("n-train"), "n_test": metric("n-test"),
+                "truth": None if (clusters < 0).all() else clusters}
+
+    # ---------------------------------------------------------------- the run (as nets.experiment.run_experiment)
+    def _run(self, facts: dict) -> tuple[np.ndarray, dict]:
+        from ..experiment import _LOCAL_START_ALGOS, _hyper, _separate_local_starts
+
+        p, algo = self.p, self.algo
+        device = resolve_device(p["device"])
+        dtype = torch.float64 if p["dtype"] == "float64" else torch.float32
+        name = facts["model"]
+        model = FunctionalModel(model_factory(name, tuple(facts["input_shape"]), facts["n_classes"],
+                                              facts["vocab_size"]), MODELS[name].loss, device=device, dtype=dtype)
+        placeholder = torch.zeros((1, 1, *facts["input_shape"]), dtype=dtype if facts["input_float"] else torch.long)
+        stacks = TorchBackend(model, placeholder)  # operations on model stacks only: it holds no client data
+        truth = facts["truth"]
+        m = int(self.p["clients"])
+        K = int(truth.max()) + 1 if truth is not None else None
+        k = p["n_clusters"] or K or 3
+        if k > m:
+            raise ValueError(f"n_clusters must be in [1, {m}] (the number of clients), got {k}")
+        if p["local_init"] == "separate" and algo not in _LOCAL_START_ALGOS:
+            raise ValueError(f"local_init='separate' applies to {', '.join(_LOCAL_START_ALGOS)} (their local models "
+                             f"train once from the start); got algo {algo!r}")
+        _, algo_ss, _ = np.random.SeedSequence(p["seed"]).spawn(3)
+        spec = ALGOS[algo]
+        n_runs = p["n_init"] * len(np.atleast_1d(p["step_size"]))
+        runs = n_runs if "n_init" in hyper_parameters(algo) else 1
+        members = np.arange(m)
+        while True:
+            rng = np.random.default_rng(algo_ss)  # a restart on fewer clients starts from the same seed
+            train = FederatedBackend(self.exchange, stacks, facts["n_train"], members=members,
+                                     batch_size=p["batch_size"], on_loss=self.on_loss)
+            if p["local_init"] == "separate":
+                _separate_local_starts(train, np.random.default_rng(np.random.SeedSequence(p["seed"],
+                                                                                           spawn_key=(3,))))
+            monitor = _Monitor(self, truth, spec.rule, runs, members, m)
+            est = make_estimator(algo, _hyper(p, spec, k, p["init"], 0, rng, monitor, self.algo_params),
+                                 explicit=tuple(self.algo_params))
+            self.round_labels = monitor.labels
+            t0 = time.perf_counter()
+            try:
+                est.fit(train)
+                break
+            except ClientsLost as exc:
+                members = members[~np.isin(members, exc.clients)]
+                self._log.restarts += 1
+                log(INFO, "%s: clients %s lost in %s; restarting on the %d that remain", algo, exc.clients,
+                    exc.action, len(members))
+                if len(members) < max(k if "n_clusters" in hyper_parameters(algo) else 1, 1):
+                    raise ValueError(f"{algo}: too few clients left ({len(members)}) after losing {exc.clients} in "
+                                     f"{exc.action}") from None
+        seconds = time.perf_counter() - t0
+        res = est.result_
+        labels = np.full(m, -1, dtype=np.int64)
+        labels[members] = res.labels
+        final = self._score(res, spec.rule, labels, members)
+        record = {
+            "dataset": p["dataset"], "algo": algo, "model": name, "task": p["task"],
+            "test_accuracy": final["test_accuracy"], "test_loss": final["test_loss"],
+            **clustering_scores(labels, truth),
+            "n_clusters": int(res.n_clusters), "rounds": int(p["rounds"]) if spec.restarts else int(res.rounds),
+            "clients": m, "n_per_client": int(facts["n_per_client"]), "n_params": model.n_params,
+            "seconds": seconds, "device": str(device), "batched": True, "unassigned": final["unassigned"],
+            "resumed_from_round": None, "notes": list(facts["notes"]),
+            "algo_params": dict(sorted(self.algo_params.items())),
+        }
+        if "status" in res.extra:
+            record["status"] = str(res.extra["status"])
+        if self.history:
+            best = int(res.extra.get("best_run", 0)) if spec.restarts else 0
+            record["history"] = monitor.history(best)
+        lg = self._log
+        record["flower"] = {"exchanges": lg.exchanges, "messages": lg.messages,
+                            "seconds_in_exchanges": round(lg.seconds, 3), "lost": lg.lost, "restarts": lg.restarts,
+                            "removed_clients": [int(c) for c in np.setdiff1d(np.arange(m), members)]}
+        self.record = record
+        return np.asarray(res.models), final
+
+    def _score(self, res, rule: str, labels: np.ndarray, members: np.ndarray) -> dict:
+        """``nets.experiment``'s final scoring by the paper's rule, on the clients' test data."""
+        m = len(labels)
+        if len(res.models) == 0:  # e.g. SR-FCA kept no cluster: nothing to evaluate
+            return {"test_accuracy": None, "test_loss": None, "unassigned": m}
+        if rule == "own":  # Local: client i is scored with its own model; a removed client by the min-loss rule
+            own = np.full(m, -1, dtype=np.int64)
+            own[members] = np.arange(len(members))
+            return self.evaluate(res.models, "cluster", own)
+        return self.evaluate(res.models, rule, labels if rule == "cluster" else None)
+
+    def evaluate(self, models, rule: str, labels: np.ndarray | None = None) -> dict:
+        """Test loss and accuracy of ``models`` by ``rule`` (:func:`nets.evaluate.evaluate`), on the clients that
+        answer: a client with a label is sent its cluster's model only, the others every model."""
+        M = np.asarray(models)
+        M = torch.as_tensor(M).numpy() if not isinstance(M, np.ndarray) else M
+        m = len(self._nodes)
+        dtype = np.float64 if self.p["dtype"] == "float64" else np.float32
+        M = M.astype(dtype, copy=False)
+        lab = np.full(m, -1, dtype=np.int64) if labels is None else np.asarray(labels, dtype=np.int64)
+        rows = [M if j < 0 else M[j:j + 1] for j in lab]
+        each = [{"rule": rule, "label": 0 if j >= 0 else -1} for j in lab]
+        ans = self.exchange("evaluate.scores", np.arange(m), {}, rows=rows, each=each)
+        ok = ans.answered
+        if not ok.any():
+            return {"test_accuracy": None, "test_loss": None, "unassigned": m, "choice": None}
+        t = {k: v[ok, 0] for k, v in ans.metrics.items()}
+        return mean_scores(t["loss"], t["accuracy"], t["n-test"], t["missing"].astype(bool), rule,
+                           t["choice"].astype(np.int64))
+
+
+class _Monitor:
+    """The estimator's monitor in a Flower run: per-round clustering metrics (``nets run``'s history rows) and
+    the labels of every call; the test scores of ``eval_every`` come from an ``evaluate.scores`` exchange."""
+
+    def __init__(self, strategy: FlowerStrategy, truth, rule: str, n_runs: int, members: np.ndarray, m: int):
+        p = strategy.p
+        self.strategy, self.truth, self.rule, self.n_runs = strategy, truth, rule, n_runs
+        self.eval_every, self.rounds = p["eval_every"], p["rounds"]
+        self.members, self.m = members, m
+        self.rows: list[dict] = []
+        self.labels: list[np.ndarray] = []
+        self._pending = 0
+
+    def __call__(self, t: int, models: np.ndarray, labels: np.ndarray) -> dict:
+        full = np.full(self.m, -1, dtype=np.int64)
+        full[self.members] = labels
+        self.labels.append(full)
+        scores = clustering_scores(full, self.truth)
+        row = {"round": t, "run": self._pending, "ari": scores["ari"], "misclustering": scores["misclustering"]}
+        due = self.eval_every and ((t + 1) % self.eval_every == 0 or t == self.rounds - 1)
+        if due and self.rule != "own" and len(models) > 0:
+            scored = self.strategy.evaluate(models, self.rule, full if self.rule == "cluster" else None)
+            row.update(test_accuracy=scored["test_accuracy"], test_loss=scored["test_loss"])
+        self.rows.append(row)
+        self._pending = (self._pending + 1) % self.n_runs
+        return {}
+
+    def history(self, best_run: int) -> dict:
+        rows = [r for r in self.rows if r["run"] == best_run]
+        keys = ("ari", "misclustering", "test_accuracy", "test_loss")
+        return {"rounds": [r["round"] for r in rows], **{k: [r.get(k) for r in rows] for k in keys}}
+
+
+def _check_algo_params(algo: str, algo_params: dict[str, Any] | None) -> dict[str, Any]:
+    """``nets run``'s rules for ``--algo-param`` pairs (:func:`nets.experiment.check_algo_params` where this
+    version has it), else: names the estimator declares."""
+    from .. import experiment
+
+    check = getattr(experiment, "check_algo_params", None)
+    if check is not None:
+        return check(algo, algo_params)
+    out = dict(algo_params or {})
+    declared = hyper_parameters(algo)
+    for key in out:
+        if key not in declared:
+            raise ValueError(f"algo {algo!r} has no hyper-parameter {key!r}{did_you_mean(str(key), declared)}")
+    return out
+
+
+def _plain(value):
+    """A ConfigRecord value: numpy scalars as Python numbers."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _reason(reason: str) -> str:
+    """The client's own error message out of Flower's wrapping of a ClientApp exception."""
+    found = re.search(r"Message:\s*(.*?)'?>?\s*$", reason, re.S)
+    return " ".join((found.group(1) if found else reason).split())
+
+
+class IFCAStrategy(FlowerStrategy):
+    """IFCA (Ghosh et al., IFCA journal Alg. 2) as a Flower strategy; lost clients leave ``M_t``."""
+
+    algo = "ifca"
+
+
+class GlobalStrategy(FlowerStrategy):
+    """FedAvg (McMahan et al.), IFCA's ``k = 1`` case; lost clients leave the round."""
+
+    algo = "global"
+
+
+class CLoVEStrategy(FlowerStrategy):
+    """CLoVE (Bhatia et al., Alg. 1) as a Flower strategy; lost clients leave ``M^(t)``."""
+
+    algo = "clove"
+
+
+class SRFCAStrategy(FlowerStrategy):
+    """SR-FCA (Vardhan, Ghosh, Mazumdar, Alg. 1-4) as a Flower strategy; a lost client is removed and SR-FCA restarts
+    on the clients that remain."""
+
+    algo = "srfca"
+    on_loss = "raise"
+
+
+class LocalStrategy(FlowerStrategy):
+    """Local training (every client alone; the papers' baseline); a lost client is removed and reported
+    unassigned."""
+
+    algo = "local"
+    on_loss = "raise"
+
+
+STRATEGIES: dict[str, type[FlowerStrategy]] = {
+    cls.algo: cls for cls in (IFCAStrategy, SRFCAStrategy, CLoVEStrategy, GlobalStrategy, LocalStrategy)}
+
+
+def strategy_for(params: dict[str, Any], **options) -> FlowerStrategy:
+    """The strategy of ``params["algo"]`` (default ``ifca``) with ``params``; other algorithms are a ValueError."""
+    algo = params.get("algo", "ifca")
+    if algo not in STRATEGIES:
+        hint = did_you_mean(str(algo), STRATEGIES) if algo not in ALGOS else ""
+        raise ValueError(f"algo {algo!r} has no Flower strategy{hint}; choose one of {', '.join(STRATEGIES)}")
+    return STRATEGIES[algo](params, **options)

@@ -1,0 +1,156 @@
+"""Flower runs with clients that fail or answer too late: IFCA and CLoVE go on with the round's other clients
+(participation subsets), SR-FCA restarts on the clients that remain, a SuperNode that cannot build its partition
+is one error -- and nothing waits longer than the exchange's timeout.
+
+One simulation (two actors, so that a slow client does not hold up the others) runs every case; skipped without
+the ``flower`` extra.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")
+pytest.importorskip("ray")
+
+import nets.experiment as experiment  # noqa: E402
+from nets.algorithms import ALGOS, make_estimator  # noqa: E402
+from nets.flower import simulate, strategy_for  # noqa: E402
+
+pytestmark = pytest.mark.flower
+
+BASE = {"dataset": "digits-rotated", "clients": 8, "n_per_client": 30, "rounds": 3, "local_steps": 2, "seed": 0}
+SRFCA = {"algo": "srfca", "threshold": 1.0, "trmean_steps": 5, "local_train_steps": 60, "step_size": 0.3}
+TIMEOUT = 6.0  # seconds an exchange waits; the late client sleeps longer
+CASES = {
+    "ifca-fails-losses": ({"algo": "ifca"}, [{"client": 2, "kind": "fail", "round": 1, "action": "losses"}]),
+    "ifca-fails-update": ({"algo": "ifca"}, [{"client": 3, "kind": "fail", "round": 1, "action": "update"}]),
+    "ifca-late": ({"algo": "ifca"}, [{"client": 5, "kind": "drop", "round": 1, "action": "losses",
+                                      "seconds": 4 * TIMEOUT}]),
+    "ifca-all-fail": ({"algo": "ifca"}, [{"client": c, "kind": "fail", "round": 1, "action": "losses"}
+                                         for c in range(8)]),
+    "clove-fails-losses": ({"algo": "clove"}, [{"client": 1, "kind": "fail", "round": 1, "action": "losses"}]),
+    # exchange 1 describes, 2 trains the local models, 3 their cross losses, 4.. TrimmedMeanGD's gradients
+    # (client 6 is in a ONE_SHOT cluster, so the first REFINE asks it for gradients)
+    "srfca-fails-gradient": (SRFCA, [{"client": 6, "kind": "fail", "exchange": 5, "action": "gradient"}]),
+    "local-fails": ({"algo": "local", "local_train_steps": 20}, [{"client": 6, "kind": "fail", "action": "local"}]),
+}
+
+
+@pytest.fixture(scope="module")
+def faulty_runs():
+    strategies = {name: strategy_for({**BASE, **params}, history=True, timeout=TIMEOUT, faults=faults)
+                  for name, (params, faults) in CASES.items()}
+    broken = strategy_for({**BASE, "algo": "ifca"}, timeout=TIMEOUT,
+                          faults=[{"client": 0, "kind": "fail", "action": "describe"}])
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="could not set up its partition") as err:
+        simulate([*strategies.values(), broken], actors=2)
+    return strategies, str(err.value), time.perf_counter() - t0
+
+
+def _nets_labels(params: dict, monkeypatch) -> list[np.ndarray]:
+    """The labels ``nets run``'s monitor sees at every round (no faults)."""
+    seen: list[np.ndarray] = []
+    metrics = experiment._metrics
+    monkeypatch.setattr(experiment, "_metrics", lambda labels, truth: (seen.append(np.array(labels)),
+                                                                       metrics(labels, truth))[1])
+    experiment.run_experiment(params)
+    monkeypatch.undo()
+    return seen
+
+
+def _lost(strategy) -> list[tuple[str, int]]:
+    return [(action, client) for _, action, client, _ in strategy.record["flower"]["lost"]]
+
+
+def test_ifca_client_lost_before_its_choice_leaves_the_round(faulty_runs, monkeypatch):
+    runs, _, _ = faulty_runs
+    s = runs["ifca-fails-losses"]
+    want = _nets_labels({**BASE, "algo": "ifca"}, monkeypatch)
+    assert _lost(s) == [("query.losses", 2)]
+    assert np.array_equal(s.round_labels[0], want[0])  # before the fault: as without it
+    got = s.round_labels[1]
+    assert got[2] == -1  # not in M_1
+    others = np.arange(8) != 2
+    assert np.array_equal(got[others], want[1][others])  # the others chose from the same models
+    assert s.record["unassigned"] == 0 and s.record["test_accuracy"] is not None
+
+
+def test_ifca_client_lost_after_its_choice_keeps_its_choice(faulty_runs, monkeypatch):
+    runs, _, _ = faulty_runs
+    s = runs["ifca-fails-update"]
+    want = _nets_labels({**BASE, "algo": "ifca"}, monkeypatch)
+    assert _lost(s) == [("train.update", 3)]
+    assert np.array_equal(s.round_labels[1], want[1])  # everyone chose in round 1
+    assert np.isfinite(s.record["test_loss"])
+
+
+def test_ifca_late_client_is_lost_after_the_timeout_only(faulty_runs):
+    runs, _, seconds = faulty_runs
+    s = runs["ifca-late"]
+    assert s.record["flower"]["lost"][0][1:3] == ["query.losses", 5]
+    assert "no answer within" in s.record["flower"]["lost"][0][3]
+    assert s.round_labels[1][5] == -1 and (s.round_labels[2] >= 0).all()  # back in the next round
+    exchange = s.record["flower"]["lost"][0][0]  # waited for the timeout, not for the client
+    assert TIMEOUT <= s._log.waits[exchange - 2] < 3 * TIMEOUT  # (waits start at exchange 2: 1 describes)
+    assert seconds < 600
+
+
+def test_round_without_answers_changes_nothing(faulty_runs):
+    runs, _, _ = faulty_runs
+    s = runs["ifca-all-fail"]
+    assert len(_lost(s)) == 8 and (s.round_labels[1] == -1).all()
+    assert (s.round_labels[2] >= 0).all() and s.record["test_accuracy"] is not None
+
+
+def test_clove_client_lost_leaves_the_round(faulty_runs):
+    runs, _, _ = faulty_runs
+    s = runs["clove-fails-losses"]
+    assert _lost(s) == [("query.losses", 1)]
+    assert s.round_labels[1][1] == -1 and (np.delete(s.round_labels[1], 1) >= 0).all()
+    assert (s.round_labels[2] >= 0).all()
+
+
+def _nets_fit_on(params: dict, clients: np.ndarray):
+    """The estimator of ``params`` fitted in-process on the federation's ``clients`` only (as ``nets run``)."""
+    p = experiment.validate_params(params)
+    data_ss, algo_ss, batch_ss = np.random.SeedSequence(p["seed"]).spawn(3)
+    fed, _ = experiment._federation_that_fits(p, data_ss, explicit_n=True)
+    part = dataclasses.replace(fed, X=fed.X[clients], y=fed.y[clients], n_samples=fed.n_samples[clients],
+                               X_test=fed.X_test[clients], y_test=fed.y_test[clients], n_test=fed.n_test[clients],
+                               clusters=fed.clusters[clients])
+    train, _ = part.backends(fed.model("mlp"), seed=int(batch_ss.generate_state(1)[0]))
+    rng = np.random.default_rng(algo_ss)
+    est = make_estimator(p["algo"], experiment._hyper(p, ALGOS[p["algo"]], 4, p["init"], 0, rng, None, {}))
+    return est.fit(train).result_
+
+
+def test_srfca_restarts_on_the_clients_that_remain(faulty_runs):
+    runs, _, _ = faulty_runs
+    s = runs["srfca-fails-gradient"]
+    assert _lost(s) == [("train.gradient", 6)]
+    assert s.record["flower"]["restarts"] == 1 and s.record["flower"]["removed_clients"] == [6]
+    assert all(r[6] == -1 for r in s.round_labels)
+    keep = np.delete(np.arange(8), 6)
+    want = _nets_fit_on({**BASE, **SRFCA}, keep)  # SR-FCA on the federation without client 6
+    assert len(s.round_labels) == len(want.history)
+    for got, ref in zip(s.round_labels, want.history.labels, strict=True):
+        assert np.array_equal(got[keep], ref)
+    assert s.record["unassigned"] >= 1
+
+
+def test_local_client_lost_is_removed(faulty_runs):
+    runs, _, _ = faulty_runs
+    s = runs["local-fails"]
+    assert _lost(s) == [("train.local", 6)] and s.record["flower"]["removed_clients"] == [6]
+    assert s.record["unassigned"] == 1 and s.record["test_accuracy"] is not None
+
+
+def test_partition_that_cannot_be_built_is_one_error(faulty_runs):
+    _, error, _ = faulty_runs
+    assert "client 0 fails describe" in error and "\n" not in error
