@@ -202,3 +202,28 @@ def test_a_fifo_in_place_of_a_status_does_not_hang(tmp_path):
     os.mkfifo(folder / "status-tiny.json")
     st = read_status(tmp_path, TARGET, "tiny")
     assert st.state == "unreadable" and "not a regular file" in st.reason
+
+
+def test_report_html_opens_with_the_headline_and_embeds_each_figure_beside_its_table(tiny_out):
+    page = (tiny_out / "report.html").read_text()
+    assert page.index("Headline (tiny)") < page.index(f'id="{TARGET}"')
+    assert "Where the real-data verdicts are" in page and "figures/measured/medium_run" in page
+    section = page[page.index(f'id="{TARGET}"'):]
+    grid = section[section.index('<div class="target">'):]
+    assert grid.index('<img src="data:image/png;base64,') < grid.index('<div class="verdicts"><table>')
+    assert "src=\"ifca-fig3c/" not in page  # self-contained: no image is linked
+
+
+def test_report_html_puts_real_data_and_paper_scale_targets_first(tmp_path):
+    from figures import load_targets
+    from figures.html_report import _order
+    from figures.status import Status
+
+    targets = load_targets()
+    st = {"ifca-fig3a": Status("ifca-fig3a", tmp_path, "done", {"run_size": "quick"}),
+          "clove-fig2": Status("clove-fig2", tmp_path, "done", {"run_size": "quick"}),
+          "clove-table1": Status("clove-table1", tmp_path, "done", {"run_size": "medium"}),
+          "clove-table3": Status("clove-table3", tmp_path, "pending", {}, "no data"),
+          "measured-runs": Status("measured-runs", tmp_path, "done", {"run_size": "medium"})}
+    assert _order(st, targets, "medium") == ["measured-runs", "clove-table1", "clove-fig2", "ifca-fig3a",
+                                              "clove-table3"]
