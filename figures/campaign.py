@@ -329,27 +329,91 @@ def _timing_key(req: RunRequest) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _time_point(point: dict, seed: int, rounds: int, data_dir: str | None) -> float:
-    """CPU seconds of one run of ``point`` cut to ``rounds`` rounds (torch on one thread, no checkpoint)."""
+# where a run's CPU time goes: the backend calls and functions of each share (the outermost timed call counts)
+_SHARES = {
+    "data": [("nets.experiment", "build_federation")],
+    "evaluation": [("nets.experiment", "evaluate"), ("nets.experiment", "_test_machines")],
+    "local training": [("nets.backend.TorchBackend", "local_update"), ("nets.backend.TorchBackend", "local_models"),
+                       ("nets.backend.TorchBackend", "aligned_update")],
+    "scoring models on clients": [("nets.backend.TorchBackend", "losses"), ("nets.backend.TorchBackend", "scores"),
+                                  ("nets.backend.TorchBackend", "best_model_fractions")],
+    "gradients": [("nets.backend.TorchBackend", "weighted_gradients"),
+                  ("nets.backend.TorchBackend", "losses_and_weighted_gradients"),
+                  ("nets.backend.TorchBackend", "client_gradients")],
+    "aggregation": [("nets.backend.TorchBackend", "combine"), ("nets.backend.TorchBackend", "trimmed_mean")],
+}
+
+
+class _Split:
+    """CPU seconds per share of :data:`_SHARES` while active (patches the named functions, then restores them)."""
+
+    def __init__(self):
+        self.seconds = dict.fromkeys(_SHARES, 0.0)
+        self._depth = 0
+        self._saved = []
+
+    def _wrap(self, share, fn):
+        def timed(*args, **kwargs):
+            if self._depth:
+                return fn(*args, **kwargs)
+            self._depth += 1
+            t0 = time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds[share] += time.process_time() - t0
+                self._depth -= 1
+        return timed
+
+    def __enter__(self):
+        import importlib
+
+        for share, names in _SHARES.items():
+            for owner, attr in names:
+                module, _, cls = owner.partition(".backend.") if ".backend." in owner else (owner, "", "")
+                obj = getattr(importlib.import_module(module + (".backend" if cls else "")), cls) if cls else \
+                    importlib.import_module(module)
+                if hasattr(obj, attr):
+                    self._saved.append((obj, attr, getattr(obj, attr)))
+                    setattr(obj, attr, self._wrap(share, getattr(obj, attr)))
+        return self
+
+    def __exit__(self, *exc):
+        for obj, attr, fn in reversed(self._saved):
+            setattr(obj, attr, fn)
+        return False
+
+
+def _time_point(point: dict, seed: int, rounds: int, data_dir: str | None) -> tuple[float, dict]:
+    """CPU seconds of one run of ``point`` cut to ``rounds`` rounds (torch on one thread, no checkpoint), and
+    their split over :data:`_SHARES`."""
     from .trials import nets_trial
 
     p = dict(run_point(point), rounds=rounds, device="cpu")
     if data_dir is not None:
         p["data_dir"] = str(data_dir)
-    t0 = time.process_time()
-    nets_trial(p, seed)
-    return time.process_time() - t0
+    with _Split() as split:
+        t0 = time.process_time()
+        nets_trial(p, seed)
+        total = time.process_time() - t0
+    return total, split.seconds
 
 
 def measure(cell_list: list[Cell], root: Path = HERE, data_dir: str | None = None, limit_s: float | None = None,
             log: Callable[[str], None] = print) -> dict:
     """Time one seed of every point of ``cell_list`` not timed yet at 1 and 2 rounds (CPU seconds, one thread) and
-    keep the result in ``root/campaign_timings.json`` after each point (with the commit and the load average).
+    keep the result in ``root/campaign_timings.json`` after each point (with the commit, the load average and
+    where a round's time goes).
 
     Points that differ only in the data mixing share one timing.  ``limit_s`` stops after that many seconds.
+    Several processes may time at once: each merges its timings into the file as it writes.
     """
     path = Path(root) / TIMINGS
-    timings = json.loads(path.read_text()) if path.exists() else {}
+
+    def read() -> dict:
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    timings = read()
     start = time.perf_counter()
     for cell in sorted(cell_list, key=_size):  # the cheapest settings first: their runs can start soonest
         for req in cell.requests:
@@ -358,17 +422,26 @@ def measure(cell_list: list[Cell], root: Path = HERE, data_dir: str | None = Non
             if limit_s is not None and time.perf_counter() - start > limit_s:
                 return timings
             rounds = int(req.point.get("rounds", 1))
-            t1 = _time_point(req.point, req.seed, 1, data_dir)
-            t2 = _time_point(req.point, req.seed, 2, data_dir) if rounds > 1 else t1
-            per_round = max(t2 - t1, 0.05 * t2)  # timing noise can make t2 - t1 small or negative
-            setup = max(t1 - per_round, 0.0)
+            t1, s1 = _time_point(req.point, req.seed, 1, data_dir)
+            t2, s2 = _time_point(req.point, req.seed, 2, data_dir) if rounds > 1 else (t1, s1)
+            # the first run of a process loads the data files (cached after): the data share is left out of the
+            # difference and counted whole in the setup
+            d1, d2 = s1["data"], s2["data"]
+            per_round = max((t2 - d2) - (t1 - d1), 0.05 * (t2 - d2))  # noise can make the difference small
+            setup = max(t1 - d1 - per_round, 0.0) + max(d1, d2)
+            round_split = {k: max(s2[k] - s1[k], 0.0) for k in s1 if k != "data"}
+            round_split["other"] = max(per_round - sum(round_split.values()), 0.0)
+            timings = read()
             timings[_timing_key(req)] = {
                 "cell": cell.name, "algo": req.point.get("algo"), "dataset": req.point.get("dataset"),
                 "seconds_1_round": t1, "seconds_2_rounds": t2, "seconds_per_round": per_round,
-                "setup_seconds": setup, "commit": commit(), "load_average": list(os.getloadavg()),
+                "setup_seconds": setup, "round_split_seconds": round_split, "setup_split_seconds": s1,
+                "commit": commit(), "load_average": list(os.getloadavg()),
                 "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
             write_json_atomic(path, timings)
-            log(f"timed {cell.name} {req.point.get('algo')}: {per_round:.2f} s/round + {setup:.1f} s setup")
+            where = ", ".join(f"{k} {100 * v / per_round:.0f}%" for k, v in round_split.items()
+                              if v > 0.01 * per_round)
+            log(f"timed {cell.name} {req.point.get('algo')}: {per_round:.2f} s/round ({where}) + {setup:.1f} s setup")
     return timings
 
 
@@ -493,7 +566,8 @@ def _stored_cpu_hours(root: Path = HERE) -> float:
 MANIFEST_COLUMNS = ["paper", "artifact", "group", "row", "column", "value", "pm", "cell", "targets", "dataset",
                     "clients", "n_per_client", "model", "rounds", "local_steps", "batch_size", "optimizer",
                     "step_size", "paper_seeds", "minimal_seeds", "seeds_stored", "data", "seconds_per_round",
-                    "cpu_hours_paper_seeds", "cpu_hours_minimal", "cell_numbers", "numbers_per_cpu_hour", "status"]
+                    "cpu_hours_paper_seeds", "cpu_hours_minimal", "cell_numbers", "numbers_per_cpu_hour", "status",
+                    "round_time_split"]
 
 
 def manifest_rows(plans: list[CellPlan], timings: dict) -> list[dict]:
@@ -508,6 +582,7 @@ def manifest_rows(plans: list[CellPlan], timings: dict) -> list[dict]:
             per_round = per_round + t["seconds_per_round"] if t is not None and per_round is not None else None
         full = [t for t in range(c.cell.seeds)
                 if c.stored.get(t, 0) == len(c.cell.points())]
+        split = _cell_split(c.cell, timings)
         for p in c.cell.published:
             placed.add(id(p))
             rows.append({
@@ -521,7 +596,8 @@ def manifest_rows(plans: list[CellPlan], timings: dict) -> list[dict]:
                 "data": c.data, "seconds_per_round": _num(per_round),
                 "cpu_hours_paper_seeds": _num(c.seconds_paper and c.seconds_paper / 3600),
                 "cpu_hours_minimal": _num(c.seconds_minimal and c.seconds_minimal / 3600),
-                "cell_numbers": c.numbers, "numbers_per_cpu_hour": _num(c.per_hour), "status": c.status})
+                "cell_numbers": c.numbers, "numbers_per_cpu_hour": _num(c.per_hour), "status": c.status,
+                "round_time_split": split})
     for p in tables():
         if id(p) not in placed:
             ds, _ = cell_of(p)
@@ -529,6 +605,22 @@ def manifest_rows(plans: list[CellPlan], timings: dict) -> list[dict]:
                          "column": p.column, "value": p.text, "pm": p.pm_text, "dataset": ds,
                          "data": _data_status(None, ds), "status": "data not available"})
     return rows
+
+
+def _cell_split(cell: Cell, timings: dict) -> str:
+    """Where a round of the cell's runs spends its CPU time (summed over the cell's points), e.g.
+    ``local training 61%; scoring models on clients 30%; ...`` ('' where not measured)."""
+    total: dict[str, float] = {}
+    for pi in cell.points():
+        req = next(r for r in cell.requests if r.point_index == pi)
+        t = timings.get(_timing_key(req)) or {}
+        for k, v in (t.get("round_split_seconds") or {}).items():
+            total[k] = total.get(k, 0.0) + v
+    whole = sum(total.values())
+    if not whole:
+        return ""
+    return "; ".join(f"{k} {100 * v / whole:.0f}%" for k, v in sorted(total.items(), key=lambda kv: -kv[1])
+                     if v >= 0.005 * whole)
 
 
 def _num(x: float | None) -> str:
