@@ -711,6 +711,19 @@ class MisassignmentLaw:
     estimate of its absolute error, below 1e-8 in every case the tests try).  ``c = 0`` (``S``
     diagonal) makes the losses independent scaled ``chi2_n`` and the outer integral trivial.  For
     ``K = 2`` this is the ``F(n, n)`` tail of :class:`PairwisePreference` (checked to 1e-9).
+
+    Any positive-definite ``S`` with ``K = 3`` (any placement of the two wrong models): condition on the own
+    column ``c_1`` of the residuals (``W_11 = ||c_1||^2 = w``).  Given it, the other two columns are
+    ``c_j = (S_j1 / S_11) c_1 + e_j`` with rows ``(e_2l, e_3l)`` i.i.d. ``N(0, T)``, ``T`` the conditional
+    covariance.  Flipping the sign of a column leaves ``W_jj`` unchanged, so ``T_23 >= 0``, and
+    ``T = diag(lambda) + tau tau^T`` with ``lambda > 0``: a shared ``eta ~ N(0, I_n)`` plus independent parts.
+    By rotation invariance only ``eta_1`` (along ``c_1``) and ``R = ||eta_rest||^2 ~ chi2_{n-1}`` matter, and
+    given ``(w, eta_1, R)`` the two wrong losses are independent,
+    ``W_jj = lambda_j chi'^2_n(((S_j1/S_11) sqrt(w) + tau_j eta_1)^2 + tau_j^2 R) / lambda_j)``, so
+    ``P[correct] = E[sf_2 sf_3]`` is a three-dimensional integral (composite Gauss-Legendre in ``sqrt(w)``,
+    ``eta_1`` and ``sqrt(R)``; :attr:`abs_error` from halving the panels).  ``shared`` is then ``nan`` and
+    ``lambdas`` holds ``(S_11, lambda_2, lambda_3)``.  ``K >= 4`` needs the symmetric form (equal off-diagonal
+    entries up to column signs); a general ``S`` is refused there.
     """
 
     prob: float
@@ -720,7 +733,8 @@ class MisassignmentLaw:
 
     @staticmethod
     def from_cov(S, n: int) -> MisassignmentLaw:
-        """The law for a residual covariance ``S`` whose off-diagonal entries are all equal (``>= 0``)."""
+        """The law for a residual covariance ``S``: any positive-definite ``S`` for ``K <= 3``; for ``K >= 4``
+        one whose off-diagonal entries are all equal and ``>= 0`` (the symmetric placement)."""
         S = check_array("S", S, ndim=2)
         K = S.shape[0]
         if S.shape != (K, K) or K < 2:
@@ -729,9 +743,22 @@ class MisassignmentLaw:
         off = S[~np.eye(K, dtype=bool)]
         c = float(off.mean())
         scale = float(np.max(np.abs(np.diag(S))))
-        if np.max(np.abs(off - c)) > 1e-10 * max(scale, 1e-300) or c < -1e-12 * scale:
-            raise ValueError("S must have equal off-diagonal entries c >= 0 (the symmetric placement); got "
-                             f"off-diagonal entries in [{off.min():g}, {off.max():g}]")
+        symmetric = np.max(np.abs(off - c)) <= 1e-10 * max(scale, 1e-300) and c >= -1e-12 * scale
+        if K == 2 and not symmetric:  # one off-diagonal pair: its sign is a column's sign, which W_jj ignores
+            S = S * np.array([[1.0, -1.0], [-1.0, 1.0]])
+            c, symmetric = float(S[0, 1]), True
+        if not symmetric and K == 3:
+            if np.max(np.abs(S - S.T)) > 1e-12 * max(scale, 1e-300):
+                raise ValueError("S must be symmetric")
+            if np.linalg.eigvalsh(S).min() <= 1e-12 * scale:
+                raise ValueError("S must be positive definite for the general K = 3 law; got eigenvalues "
+                                 f"{np.round(np.linalg.eigvalsh(S), 12).tolist()}")
+            p, err, lam = _misassignment3(S, n)
+            return MisassignmentLaw(p, err, float("nan"), lam)
+        if not symmetric:
+            raise ValueError(f"with K = {K} >= 4 models S must have equal off-diagonal entries c >= 0 (the "
+                             "symmetric placement: a one-factor conditioning); a general S is exact only for "
+                             f"K <= 3 here; got off-diagonal entries in [{off.min():g}, {off.max():g}]")
         c = max(c, 0.0)
         lam = np.diag(S) - c
         if np.any(lam < -1e-12 * scale):
@@ -806,6 +833,69 @@ def _misassignment(lam: np.ndarray, c: float, n: int) -> tuple[float, float]:
     coarse = _correct_prob(lam, c, n, 12, 16)
     fine = _correct_prob(lam, c, n, 24, 16)
     return float(min(max(1.0 - fine, 0.0), 1.0)), float(abs(fine - coarse) + 4 * _MIS_TAIL)
+
+
+def _correct_prob3(S: np.ndarray, n: int, panels: int, order: int) -> float:
+    """``P[W_11 < W_22, W_11 < W_33]`` for ``W ~ Wishart_3(n, S)`` (see :class:`MisassignmentLaw`): composite
+    Gauss-Legendre in ``t = sqrt(W_11)``, ``eta_1`` and ``rho = sqrt(R)``, ``panels`` of ``order`` nodes each."""
+    s11 = float(S[0, 0])
+    k = S[1:, 0] / s11
+    T = S[1:, 1:] - np.outer(S[1:, 0], S[0, 1:]) / s11
+    if T[0, 1] < 0:  # flip the third column: W_33 unchanged, T_23 and S_31 change sign
+        k = k * np.array([1.0, -1.0])
+        T = T * np.array([[1.0, -1.0], [-1.0, 1.0]])
+    r = float(T[0, 1])
+    if r > 0:
+        tau = np.array([np.sqrt(r * np.sqrt(T[0, 0] / T[1, 1])), 0.0])
+        tau[1] = r / tau[0]
+    else:
+        tau = np.zeros(2)
+    lam = np.diag(T) - tau**2
+    t_lo, t_hi = np.sqrt(s11 * _st.chi2.ppf(_MIS_TAIL, n)), np.sqrt(s11 * _st.chi2.isf(_MIS_TAIL, n))
+    t, wt = _gl_nodes(t_lo, t_hi, panels, order)
+    wt = wt * 2.0 * t * _st.chi2.pdf(t * t / s11, n) / s11
+    if r > 0:
+        z = _st.norm.isf(_MIS_TAIL)
+        e, we = _gl_nodes(-z, z, panels, order)
+        we = we * _st.norm.pdf(e)
+    else:
+        e, we = np.zeros(1), np.ones(1)
+    if r > 0 and n > 1:
+        g_lo, g_hi = np.sqrt(_st.chi2.ppf(_MIS_TAIL, n - 1)), np.sqrt(_st.chi2.isf(_MIS_TAIL, n - 1))
+        g, wg = _gl_nodes(g_lo, g_hi, panels, order)
+        wg = wg * 2.0 * g * _st.chi2.pdf(g * g, n - 1)
+    else:
+        g, wg = np.zeros(1), np.ones(1)
+    w = (t * t)[:, None, None]
+    total = 0.0
+    sf = np.ones((len(t), len(e), len(g)))
+    for j in range(2):  # the two wrong models
+        mean = k[j] * t[:, None, None] + tau[j] * e[None, :, None]
+        nc = (mean**2 + (tau[j] * g[None, None, :]) ** 2) / lam[j]
+        sf = sf * (1.0 - special.chndtr(w / lam[j], n, nc))
+    total = float(np.einsum("a,b,c,abc->", wt, we, wg, sf))
+    return total
+
+
+def _misassignment3(S: np.ndarray, n: int) -> tuple[float, float, tuple]:
+    """``(P[misassignment], error estimate, (S_11, lambda_2, lambda_3))`` of the general ``K = 3`` law.
+
+    Panels per direction 4, 6, 8, 12 (16 nodes each) until two successive values differ by at most 1e-10; the
+    estimate is the last such change (the coarser value's error: the finer one converges faster) plus the mass
+    cut from the ranges."""
+    coarse = _correct_prob3(S, n, 4, 16)
+    for panels in (6, 8, 12):
+        fine = _correct_prob3(S, n, panels, 16)
+        change = abs(fine - coarse)
+        if change <= 1e-10:
+            break
+        coarse = fine
+    s11 = float(S[0, 0])
+    T = S[1:, 1:] - np.outer(S[1:, 0], S[0, 1:]) / s11
+    r = abs(float(T[0, 1]))
+    tau2 = np.array([r * np.sqrt(T[0, 0] / T[1, 1]), r * np.sqrt(T[1, 1] / T[0, 0])]) if r > 0 else np.zeros(2)
+    lam = (s11, float(T[0, 0] - tau2[0]), float(T[1, 1] - tau2[1]))
+    return float(min(max(1.0 - fine, 0.0), 1.0)), float(change + 6 * _MIS_TAIL), lam
 
 
 def symmetric_placement(own_norm: float, other_norm: float, sigma: float, k: int) -> tuple[np.ndarray, float]:
