@@ -169,3 +169,9 @@ def test_general_placements_beyond_three_models_are_refused_and_two_models_ignor
     S2 = np.array([[1.0, -0.4], [-0.4, 2.0]])
     assert MisassignmentLaw.from_cov(S2, 7).prob == pytest.approx(
         MisassignmentLaw.from_cov(np.abs(S2), 7).prob, abs=1e-14)
+
+
+def test_lemma1_verdict_with_three_models_says_it_covers_the_symmetric_placement_only():
+    res = get_result("ifca-lemma1")
+    assert "symmetric placement only" in res.check({"k": 3, "d": 3, "n": 10}, trials=0).scope
+    assert res.check({"k": 2, "n": 10}, trials=0).scope is None  # k = 2: the exact worst case over every placement

@@ -98,7 +98,8 @@ def _print_check(chk: dict, as_json: bool) -> None:
     for key in ("bound", "exact", "empirical"):
         print(f"  {key:<13} {chk[key]}")
     print(f"  CI ({chk['confidence']:.0%})      [{chk['ci_low']}, {chk['ci_high']}]")
-    print(f"  verdict       {chk['verdict']}  (comparison: {chk['comparison']})")
+    scope = f"  -- {chk['scope']}" if chk.get("scope") else ""
+    print(f"  verdict       {chk['verdict']}  (comparison: {chk['comparison']}){scope}")
     if chk["fitted_constant"] is not None:
         print(f"  fitted        {chk['fitted_name']} = {chk['fitted_constant']}  ({chk['fitted_rule']}; "
               f"on the {chk['fitted_on']} value)")
@@ -196,7 +197,8 @@ def _cmd_sweep(argv: list[str]) -> int:
             print(json.dumps(json_safe(chk), allow_nan=False))
         else:
             print(f"{key}={value}: bound={chk['bound']:.4g} exact={chk['exact']} empirical={chk['empirical']} "
-                  f"CI=[{chk['ci_low']}, {chk['ci_high']}] verdict={chk['verdict']}")
+                  f"CI=[{chk['ci_low']}, {chk['ci_high']}] verdict={chk['verdict']}"
+                  + (f" ({chk['scope']})" if chk.get("scope") else ""))
     return 0
 
 

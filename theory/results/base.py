@@ -178,6 +178,8 @@ class Check:
     details: dict[str, Any]
     # every place where a formula the paper states differs from the exact one (see Result.paper_formulas)
     formula_findings: list[dict[str, Any]] = field(default_factory=list)
+    # what the verdict covers where that is less than the statement (Result.scope); None: the statement itself
+    scope: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _jsonable(asdict(self))
@@ -250,6 +252,11 @@ class Result:
     def notes(self, p: dict[str, Any], c: dict[str, float]) -> list[str]:
         """Remarks on the statement (disagreements with the paper, readings of garbled text)."""
         return []
+
+    def scope(self, p: dict[str, Any]) -> str | None:
+        """What the verdict covers when it is less than the statement (e.g. one admissible instance of a
+        worst-case bound, so ``holds`` is no certificate); ``None`` when the check covers the statement."""
+        return None
 
     def details(self, p: dict[str, Any], c: dict[str, float]) -> dict[str, Any]:
         """Extra exact numbers worth reporting beside the bound."""
@@ -468,6 +475,7 @@ class Result:
             comparison=comparison, fitted_constant=fitted, fitted_name=self.fit if fitted is not None else None,
             fitted_rule=rule or None, fitted_on=fitted_on if fitted is not None else None, trials=trials,
             seed=seed, notes=self.notes(p, c), details=details, formula_findings=self.paper_formulas(p, c),
+            scope=self.scope(p),
         )
 
 

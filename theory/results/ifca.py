@@ -175,9 +175,19 @@ class Lemma1(Result):
             out["chernoff_pairwise"] = chernoff_preference_bound((s - D) / (s + D), p["n"])
         return out
 
+    def scope(self, p):
+        if p["k"] > 2 and p["placement"] == "worst":
+            return ("symmetric placement only: the exact value there is a lower bound on the worst case over "
+                    "Assumption 1, so 'holds' does not certify the lemma for k >= 3")
+        if p["placement"] == "random":
+            return "random placements only: an average case, at most the worst case the lemma bounds"
+        return None
+
     def notes(self, p, c):
-        out = ["exact = the largest misassignment probability over every placement Assumption 1 allows (k = 2), "
-               "from the exact F(n', n') law of the loss difference; see theory.laws.ifca_worst_case."]
+        out = []
+        if p["k"] == 2 and p["placement"] == "worst":
+            out.append("exact = the largest misassignment probability over every placement Assumption 1 allows "
+                       "(k = 2), from the exact F(n', n') law of the loss difference; see theory.laws.ifca_worst_case.")
         if p["k"] > 2 and p["placement"] == "worst":
             out.append("k >= 3: exact = the misassignment probability at the symmetric placement (own model at "
                        "(1/2 - alpha) Delta, every wrong model at (1/2 + alpha) Delta, one common inner product "
