@@ -204,8 +204,8 @@ TABLES = {
 
 
 def captions() -> dict[str, str]:
-    """Each headline table's caption: one definition per column."""
-    return {key: " ".join(f"**{col}**: {text}." for col, text, _ in cols) for key, (_, _, cols) in TABLES.items()}
+    """Each headline table's caption (a list under it): one definition per column."""
+    return {key: "\n".join(f"- **{col}**: {text}." for col, text, _ in cols) for key, (_, _, cols) in TABLES.items()}
 
 
 CAPTIONS = captions()
@@ -223,21 +223,25 @@ def headline_markdown(tallies: dict[tuple[str, str], Tally], pending: list[tuple
     for key, (kinds, heading, cols) in TABLES.items():
         cells = [(paper, kind, tallies[(paper, kind)]) for paper in PAPERS for kind in kinds if (paper, kind) in
                  tallies]
-        lines += [f"### {heading}", "", CAPTIONS[key], ""]
-        if not cells:
-            lines += ["No rows of this kind at this size.", ""]
-            continue
-        lines += ["| paper | data | " + " | ".join(c for c, _, _ in cols) + " |",
-                  "|---|---|" + "---|" * len(cols)]
-        lines += [f"| {paper} | {kind} | " + " | ".join(cell(t) for _, _, cell in cols) + " |"
-                  for paper, kind, t in cells]
-        lines.append("")
+        lines += [f"### {heading}", ""]
+        if cells:
+            lines += ["| paper | data | " + " | ".join(c for c, _, _ in cols) + " |",
+                      "|---|---|" + "---|" * len(cols)]
+            lines += [f"| {paper} | {kind} | " + " | ".join(cell(t) for _, _, cell in cols) + " |"
+                      for paper, kind, t in cells]
+        else:
+            lines.append("No rows of this kind at this size.")
+        lines += ["", CAPTIONS[key], ""]
     if unreadable:
         lines.append("Status files that could not be read (their targets are counted nowhere; rerun them with "
                      "`--only`): " + "; ".join(f"`{n}`: {why}" for n, why in unreadable))
         lines.append("")
     if pending:
-        lines.append("Targets not run at this size: " + "; ".join(f"`{n}` ({p}): {why}" for n, p, why in pending))
+        by_reason: dict[str, list[str]] = {}
+        for n, _, why in pending:
+            by_reason.setdefault(why, []).append(f"`{n}`")
+        lines.append("Targets without results at this size:")
+        lines += [f"- {why}: {', '.join(names)}" for why, names in by_reason.items()]
         lines.append("")
     if systems:
         parts = []

@@ -27,7 +27,8 @@ h1{font-size:1.6em}h2{font-size:1.3em;border-bottom:1px solid #ccc;padding-botto
 h3{font-size:1.1em}table{border-collapse:collapse;font-size:12.5px;margin:6px 0}
 th,td{border:1px solid #d0d0d0;padding:3px 6px;vertical-align:top;text-align:left}th{background:#f1f1f1}
 code{background:#f4f4f4;padding:0 3px;border-radius:3px;font-size:92%}
-.target{display:grid;grid-template-columns:minmax(0,3fr) minmax(0,2fr);gap:18px;align-items:start}
+.target{display:grid;grid-template-columns:minmax(0,11fr) minmax(0,9fr);gap:18px;align-items:start}
+ul.caption{font-size:12.5px;color:#444;margin-top:2px}ul.toc{columns:4;font-size:13px}
 .figs img{max-width:100%;border:1px solid #e0e0e0}.figcap{font-size:12px;color:#555;margin:2px 0 12px}
 .verdicts{max-height:640px;overflow:auto;border:1px solid #e4e4e4}
 .kind{font-size:12px;color:#666;font-weight:normal}.note{font-size:13px;color:#333}
@@ -91,7 +92,9 @@ def markdown_html(text: str) -> str:
             # a long table scrolls in its own box so that what follows stays near
             out.append(_table(block) if len(block) <= 32 else f'<div class="scroll">{_table(block)}</div>')
         elif all(x.startswith("- ") for x in block):
-            out.append("<ul>" + "".join(f"<li>{inline(x[2:])}</li>" for x in block) + "</ul>")
+            # a list of definitions (a table's caption) is set smaller than the text
+            cls = ' class="caption"' if all(x.startswith("- **") for x in block) else ""
+            out.append(f"<ul{cls}>" + "".join(f"<li>{inline(x[2:])}</li>" for x in block) + "</ul>")
         else:
             out.append(f"<p>{inline(' '.join(block))}</p>")
         block.clear()
@@ -181,7 +184,7 @@ def write_html(out: Path, size: str, targets: dict, statuses: dict[str, Status],
              f"({html.escape(size)})</title><style>{_STYLE}</style></head><body>", markdown_html(intro_md),
              markdown_html(headline_md), "<h2>Targets</h2>"]
     order = _order(statuses, targets, size)
-    parts.append("<ul>" + "".join(
+    parts.append('<ul class="toc">' + "".join(
         f'<li><a href="#{html.escape(n)}">{html.escape(n)}</a>: {html.escape(statuses[n].state)}</li>'
         for n in order) + "</ul>")
     for name in order:

@@ -106,7 +106,7 @@ def read_status(out: Path, name: str, size: str) -> Status:
     try:
         text = _regular_text(path)
     except FileNotFoundError:
-        return Status(name, path, "not run", reason="not run yet")
+        return Status(name, path, "not run", reason="no status file in this output folder")
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         return Status(name, path, "unreadable", reason=f"{path}: {exc}")
     try:
