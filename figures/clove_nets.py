@@ -38,6 +38,7 @@ from .runs import by_point, run_points, summarise_values
 from .style import (
     algo_colour,
     face,
+    figure_legend,
     integer_ticks,
     marker,
     new_figure,
@@ -392,10 +393,7 @@ def _conv_target(artifact: str, mixings: list[str]):
             integer_ticks(ax.xaxis)
             if mi == 0:
                 ax.set_ylabel("ARI")
-        # one legend for the panels, below them (in a panel it would cover the curves)
-        handles, labels = axes[0][0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside lower center", ncol=min(3, len(labels)) or 1, fontsize=7,
-                   frameon=False)
+        figure_legend(fig, axes[0], ncol=3)  # below the panels: inside one it would cover the curves
         suptitle(fig, face(f"CLoVE {artifact} reproduced: ARI per round (MNIST column); dotted: ARI 0.9 and round 10",
                            data_used(ctx, "MNIST"), _size(ctx, mixings), seeds_text(_seeds(ctx))))
         names = save(fig, folder, f"clove_{artifact.lower().replace(' ', '')}")
@@ -661,8 +659,8 @@ def fig2(ctx: Context) -> Section:
     ax.set_xlabel("round")
     integer_ticks(ax.xaxis)
     ax.set_ylabel("ARI")
-    ax.set_ylim(-0.05, 1.05)
-    fig.legend(*ax.get_legend_handles_labels(), loc="outside right upper", fontsize=7, frameon=False)
+    ax.set_ylim(min(ax.get_ylim()[0], -0.05), 1.05)  # an ARI below 0 stays in view
+    figure_legend(fig, [ax], ncol=2)
     suptitle(fig, face("CLoVE Fig. 2 reproduced (unsupervised, K = 10, one digit per cluster)",
                        data_used(ctx, "MNIST"), f"10 clusters x {st['clients'] // 10} clients, {st['n_per_client']} "
                        f"samples per client, {st['rounds']} rounds", seeds_text(_seeds(ctx))))
@@ -819,16 +817,16 @@ def fig5(ctx: Context) -> Section:
                          for v in rounds_to(recs, "ari", lambda v: v >= 0.999)["first"]]
         finals[label] = seed_values(recs, "ari")
     st_left, st_right = left[0][1], right[0][1]
-    for ax, title, st in zip(axes[0], ("left: clients per cluster", "right: model vs gradient averaging"),
-                             (st_left, st_right), strict=True):
+    for ax, title in zip(axes[0], ("left: clients per cluster", "right: model vs gradient averaging"), strict=True):
         ax.set_xlabel("round")
         integer_ticks(ax.xaxis)
-        ax.set_title(f"{title} (n = {st['n_per_client']} per client)", fontsize=9)
-        ax.legend(fontsize=6.5, loc="lower right")
+        ax.set_title(title, fontsize=9)
     axes[0][0].set_ylabel("ARI")
+    figure_legend(fig, axes[0], ncol=3)
     suptitle(fig, face("CLoVE Fig. 5 reproduced (ARI per round, unsupervised, K = 10)", data_used(ctx, "MNIST"),
-                       f"10 clusters x {', '.join(map(str, per))} clients (left), x {st_right['clients'] // 10} "
-                       f"(right), {st_left['rounds']} rounds", seeds_text(_seeds(ctx))))
+                       f"10 clusters of {' or '.join(map(str, per))} clients, n = {st_left['n_per_client']} samples "
+                       f"per client (left); of {st_right['clients'] // 10} clients, n = {st_right['n_per_client']} "
+                       f"(right); {st_left['rounds']} rounds", seeds_text(_seeds(ctx))))
     names = save(fig, folder, "clove_fig5")
 
     def shown(label):

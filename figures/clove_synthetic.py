@@ -19,7 +19,19 @@ from .compare import build_section, claim_row, write_rows, write_table
 from .published import claim
 from .registry import Context, Section, register
 from .runs import by_point, run_points, summarise_values
-from .style import band, face, integer_ticks, marker, new_figure, palette, save, seed_curves, suptitle, value_ticks
+from .style import (
+    band,
+    face,
+    figure_legend,
+    integer_ticks,
+    marker,
+    new_figure,
+    palette,
+    save,
+    seed_curves,
+    suptitle,
+    value_ticks,
+)
 from .trials import synth_history_trial
 from .verdicts import equal_claim, order_claim
 
@@ -69,7 +81,7 @@ def fig3a(ctx: Context) -> Section:
         ax.set_xlabel("round")
         integer_ticks(ax.xaxis)
         ax.set_ylim(-0.03, 1.03)
-        ax.legend(fontsize=7, loc="lower right")
+    figure_legend(fig, axes[0], ncol=3)
     axes[0][0].set_ylabel("clustering accuracy")
     suptitle(fig, face("CLoVE Fig. 3(a) reproduced (clustering accuracy per round)",
                        f"synthetic mixed linear regression ({ctx.size} run)",
@@ -151,7 +163,7 @@ def fig3b(ctx: Context) -> Section:
         ax.set_title(f"σ = {s:g}", fontsize=9)
         ax.set_xlabel("Δ")
         ax.set_ylim(-0.03, 1.03)
-        ax.legend(fontsize=7)
+    figure_legend(fig, axes[0], ncol=3)
     axes[0][0].set_ylabel("final clustering accuracy (mean, 95% t-band)")
     suptitle(fig, face("CLoVE Fig. 3(b) reproduced (k-FED with and without Awasthi-Sheffet against CLoVE)",
                        f"synthetic mixed linear regression of Fig. 3(a) ({ctx.size} run)",

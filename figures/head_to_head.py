@@ -99,7 +99,7 @@ def summarise(runs: list[tuple[str, float, list[dict]]]) -> list[dict]:
 
 def plot(s: dict, out: list[dict], folder) -> list[str]:
     """The three panels (misclustering vs Delta, vs initialisation; ARI with K unknown); the files written."""
-    fig, axes = new_figure(1, 3, width=4.4, height=3.8)
+    fig, axes = new_figure(1, 3, width=4.4, height=4.4)
     for si, sweep in enumerate(TITLES):
         ax = axes[0][si]
         for ai, label in enumerate(ALGOS):
@@ -119,10 +119,10 @@ def plot(s: dict, out: list[dict], folder) -> list[str]:
                            label=f"{label}, random init (Δ = {D0})")
         ax.set_xticks(sorted({r["x"] for r in out if r["sweep"] == sweep}))
         ax.set_xlabel(TITLES[sweep][0])
-        ax.set_ylabel(f"{TITLES[sweep][1]} (mean, 95% t-CI)")
+        ax.set_ylabel(f"{TITLES[sweep][1]}\n(mean; 95% band from 3+ trials)", fontsize=9)
         if sweep == "init":
             ax.invert_xaxis()  # worse initialisations to the right
-        ax.legend(fontsize=6.5)
+        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, frameon=False)
     g = s["gen"]
     suptitle(fig, face("Head to head, beyond the papers: SR-FCA vs IFCA vs CLoVE on the same instances (curves "
                        "offset slightly along x so that equal values stay visible)",

@@ -25,7 +25,18 @@ from .netcommon import (
 )
 from .published import claim, lookup
 from .registry import Context, Section, register
-from .style import face, integer_ticks, marker, new_figure, palette, save, seed_curves, seeds_text, suptitle
+from .style import (
+    face,
+    figure_legend,
+    integer_ticks,
+    marker,
+    new_figure,
+    palette,
+    save,
+    seed_curves,
+    seeds_text,
+    suptitle,
+)
 from .verdicts import order_claim, ordering_rows, seed_values
 
 ALGOS = {"ifca": "IFCA", "global": "global model", "local": "local model"}
@@ -227,7 +238,7 @@ def fig4(ctx: Context) -> Section:
     suptitle(fig, face("IFCA Fig. 4 reproduced (accuracy of the cluster identities per round)", f"{data} "
                        f"({ctx.size} run)", ", ".join(f"(m, n) = ({c['m']}, {c['n']})" for c in ran) +
                        f", {rounds} rounds", seeds_text(seeds)))
-    ax.legend(fontsize=7, loc="lower right")
+    figure_legend(fig, [ax], ncol=2)
     names = save(fig, folder, "ifca_fig4")
     files = [write_table(folder / "identity_accuracy.csv", ["column", "m", "n", "round", "identity_accuracy"], table),
              *names, write_rows(rows, folder / "comparison.csv")]

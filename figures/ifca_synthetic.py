@@ -26,7 +26,7 @@ from .compare import Row, build_section, claim_row, trend_verdict, write_rows, w
 from .published import claim
 from .registry import Context, Section, register
 from .runs import by_point, run_points, success_summary
-from .style import band, face, marker, new_figure, palette, save, suptitle, value_ticks
+from .style import band, face, figure_legend, marker, new_figure, palette, save, suptitle, value_ticks
 from .trials import ifca_fig3_trial
 
 THETAS = {"bernoulli": "θ* text: Bernoulli rescaled to norm R", "bernoulli-code": "θ* code: R·Bernoulli(0.5)^d"}
@@ -185,12 +185,13 @@ def _plot(folder, panel, s, rows, files):
         ax.set_xlabel("separation scale R" if s["axis"] == "R" else "number of clients m")
         if s["axis"] == "mn":
             ax.set_xscale("log")
-            value_ticks(ax.xaxis, {r["m"] for r in sub})
+        value_ticks(ax.xaxis, {r["m"] if s["axis"] == "mn" else r["R"] for r in sub})
         ax.set_ylim(-0.03, 1.03)
         ax.set_title(THETAS[theta], fontsize=9)
         if ai == 0:
             ax.set_ylabel("success probability (95% Wilson CI)")
-        ax.legend(fontsize=6.5, loc="best")
+        if ai == len(THETAS) - 1:
+            figure_legend(fig, axes[0], ncol=min(4, 2 * len(lines)))
     sigmas = sorted({r["sigma"] for r in rows})
     if s["axis"] == "R":
         size = (f"k = {s['K']}, m = {s['m']} clients, n = {s['n']} samples each, d = {s['d']}, "

@@ -14,9 +14,9 @@ import numpy as np
 
 from synth.store import save_figure_atomic
 
-__all__ = ["ALGO_ORDER", "MIN_BAND", "algo_colour", "algo_hatch", "band", "face", "integer_ticks", "marker",
-           "method_order", "new_figure", "palette", "plain_log", "save", "seed_curves", "seeds_text", "styled",
-           "suptitle", "value_ticks", "wrap"]
+__all__ = ["ALGO_ORDER", "MIN_BAND", "algo_colour", "algo_hatch", "band", "face", "figure_legend", "integer_ticks",
+           "marker", "method_order", "new_figure", "palette", "plain_log", "save", "seed_curves", "seeds_text",
+           "styled", "suptitle", "value_ticks", "wrap"]
 
 # no interval (band or whisker) is drawn from fewer values than this: a t-interval from 2 seeds spans most of
 # a bounded metric's range and says nothing (the ordering verdicts need as many, figures.verdicts.MIN_SEEDS)
@@ -165,15 +165,25 @@ def seed_curves(ax, x, values, colour, label: str, mk: str = "o", linestyle: str
     seeds = A.shape[0]
     if seeds >= MIN_BAND:
         mean, lo, hi, n = column_mean_intervals(A, 0.95)
-        band(ax, x, mean, lo, hi, colour, f"{label} (mean, 95% t-band)", mk, linestyle, n=n, bounds=bounds,
+        band(ax, x, mean, lo, hi, colour, f"{label} (mean, 95% band)", mk, linestyle, n=n, bounds=bounds,
              stagger=stagger)
         return seeds
     every = None if stagger is None or len(x) < 2 * stagger[1] else (stagger[0] % stagger[1], stagger[1])
     for s in range(seeds):
         ax.plot(x, A[s], marker=mk, color=colour, linestyle=linestyle, markersize=3.5, linewidth=1.0, alpha=0.85,
-                markevery=every, label=f"{label} ({seeds} seed{'s' if seeds > 1 else ''}, each drawn)"
-                if s == 0 else None)
+                markevery=every, label=f"{label} (each seed)" if s == 0 else None)
     return seeds
+
+
+def figure_legend(fig, axes, ncol: int = 3, fontsize: float = 7.5) -> None:
+    """One legend for all of ``axes`` (labels deduplicated), below the panels, where it covers no curve."""
+    seen: dict[str, object] = {}
+    for ax in axes:
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, h)
+    if seen:
+        fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=min(ncol, len(seen)),
+                   fontsize=fontsize, frameon=False)
 
 
 def face(what: str, data: str, size: str, seeds: str) -> str:
@@ -184,7 +194,7 @@ def face(what: str, data: str, size: str, seeds: str) -> str:
 
 def wrap(text: str, width_in: float, fontsize: float = 9.0) -> str:
     """``text`` wrapped line by line to ``width_in`` inches of ``fontsize``-point text."""
-    chars = max(20, int(width_in * 72 / (0.6 * fontsize)))
+    chars = max(20, int(width_in * 72 / (0.56 * fontsize)))
     return "\n".join(w for line in text.split("\n") for w in (textwrap.wrap(line, chars) or [""]))
 
 

@@ -16,7 +16,7 @@ import textwrap
 from .compare import Row, build_section, write_rows, write_table
 from .registry import Context, Section, register
 from .runs import by_point, run_points
-from .style import face, new_figure, palette, plain_log, save, suptitle, value_ticks
+from .style import face, figure_legend, new_figure, palette, plain_log, save, suptitle, value_ticks
 from .trials import theory_trial
 
 _SIG = ([0.1, 0.5], [0.05, 0.1, 0.2, 0.5], [0.02, 0.05, 0.1, 0.2, 0.5, 1.0])
@@ -192,10 +192,9 @@ def _plot(folder, paper: str, table: list[dict], size: str = "quick"):
         verdicts = sorted(set(r["verdict"] for r in rs))
         ax.set_title(f"{_lemma(rs[0].get('cite', name))}\n({', '.join(verdicts)})", fontsize=7.5)
         ax.tick_params(labelsize=7)
-        if i == 0:
-            ax.legend(fontsize=6)
     for j in range(len(results), nrow * ncol):
         axes[j // ncol][j % ncol].set_visible(False)
+    figure_legend(fig, [ax for row in axes for ax in row], ncol=3, fontsize=8)
     trials = sorted({int(r["trials"]) for r in table if r["trials"] is not None}) or [0]
     span = f"{trials[0]}" if len(trials) == 1 else f"{trials[0]}-{trials[-1]}"
     suptitle(fig, face(f"beyond the papers: every {PAPERS[paper]} result, its bound against the exact value and a "
