@@ -227,3 +227,27 @@ def test_report_html_puts_real_data_and_paper_scale_targets_first(tmp_path):
           "measured-runs": Status("measured-runs", tmp_path, "done", {"run_size": "medium"})}
     assert _order(st, targets, "medium") == ["measured-runs", "clove-table1", "clove-fig2", "ifca-fig3a",
                                               "clove-table3"]
+
+
+def test_a_quick_headline_points_to_the_real_data_and_shows_the_stored_rows(tmp_path):
+    from figures import load_targets
+    from figures.assemble import MEDIUM_RECORD, headline
+    from figures.status import Status
+
+    targets = load_targets()
+    folder = tmp_path / "measured-runs"
+    folder.mkdir()
+    rows = [Row("IFCA Table I: IFCA / Rotated MNIST (m,n)=(2400,100) [stored run]", "94.20 ± 0.03", "94.21 (n=1)",
+                "+0.01", "within ±")]
+    from figures.compare import write_rows
+
+    write_rows(rows, folder / "comparison.csv")
+    statuses = {name: Status(name, tmp_path, "not run", reason="none") for name in targets}
+    statuses["measured-runs"] = Status("measured-runs", tmp_path, "done",
+                                       {"rows": [record(r) for r in rows], "run_size": "quick"})
+    text = headline(tmp_path, targets, "quick", statuses)
+    assert "Where the real-data verdicts are" in text and "--size medium" in text and MEDIUM_RECORD in text
+    assert "### Stored paper-scale rows" in text and "94.21 (n=1)" in text
+    paper = _tables(text)["Real data and stored paper-scale runs"]
+    assert [(r["data"], r["within ±"]) for r in paper] == [("stored paper-scale runs", "1")]
+    assert "Where the real-data verdicts are" not in headline(tmp_path, targets, "medium", statuses)
