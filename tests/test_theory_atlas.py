@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from theory.atlas import GRIDS, build_cells, run_atlas
+from theory.atlas import GRIDS, build_cells, evaluate_cell, result_of, run_atlas
 from theory.cli import main
 from theory.results import REGISTRY, get_result
 
@@ -27,13 +27,30 @@ def _cell(res, name, x, y):
 
 def test_every_registered_result_has_a_documented_grid():
     get_result("ifca-lemma1")
-    assert set(GRIDS) == set(REGISTRY)
+    assert {result_of(k) for k in GRIDS} == set(REGISTRY) and set(REGISTRY) <= set(GRIDS)
     for name, g in GRIDS.items():
-        res = get_result(name)
+        res = get_result(result_of(name))
         assert g.x.param in res.params and g.y.param in res.params, name
         assert all(k in res.params for k in g.fixed), name
     # quick keeps the two ends of every axis: 2 x 2 cells per result
     assert len(build_cells(list(GRIDS), "quick")) == 4 * len(GRIDS)
+
+
+def test_slices_show_where_lemma_a1_and_ifca_lemma1_fail():
+    # CLoVE Lemma A.1 at Delta = 0.1, sigma = 0.1: still violated at n = 3, with its assumptions met
+    cell = {"result": "clove-lemma-a.1@delta", "x_param": "n", "y_param": "delta", "x": 3, "y": 0.1, "ix": 2,
+            "iy": 0, "params": {**GRIDS["clove-lemma-a.1@delta"].fixed, "n": 3, "delta": 0.1}, "trials": 0}
+    rec = evaluate_cell(cell, 0)
+    assert rec["violated"] and rec["assumptions_met"] and rec["exact"] < rec["bound"]
+    # ... and up to n = 6 at sigma = 2 (outside sigma << 1, which that slice does not enforce)
+    cell = {**cell, "result": "clove-lemma-a.1@sigma", "y_param": "sigma", "x": 6, "y": 2.0,
+            "params": {**GRIDS["clove-lemma-a.1@sigma"].fixed, "n": 6, "sigma": 2.0}}
+    assert evaluate_cell(cell, 0)["comparison"] == "violated"
+    # IFCA Lemma 1 (k = 2): beyond its bound at alpha < 0, outside Assumption 1
+    cell = {**cell, "result": "ifca-lemma1@rho", "x_param": "sigma", "y_param": "alpha", "x": 0.25, "y": -0.1,
+            "params": {**GRIDS["ifca-lemma1@rho"].fixed, "sigma": 0.25, "alpha": -0.1}}
+    rec = evaluate_cell(cell, 0)
+    assert rec["comparison"] == "violated" and not rec["assumptions_met"]
 
 
 def test_clove_lemma_a1_violated_at_n_1_with_its_assumptions_met(exact_atlas):
@@ -87,13 +104,14 @@ def test_outputs_and_resume(exact_atlas, tmp_path):
     table = (out / "atlas.md").read_text()
     assert "Lemma A.1 (`clove-lemma-a.1`)" in table and "Proposition 4.1 (`srfca-prop4.1`)" in table
     data = json.loads((out / "atlas.json").read_text())
-    assert len(data["cells"]) == 8 and len(data["summaries"]) == 2
+    # a result's name selects its slices too: A.1's grid, its two slices and Prop. 4.1, 4 cells each
+    assert len(data["cells"]) == 16 and len(data["summaries"]) == 4
     rows = (out / "atlas.csv").read_text().splitlines()
-    assert len(rows) == 9 and rows[0].startswith("result,x_param,x,")
+    assert len(rows) == 17 and rows[0].startswith("result,x_param,x,")
     # a rerun reads every cell from the cache and reproduces the same records
     seen = []
     again = run_atlas(out, size="quick", only=["clove-lemma-a.1", "srfca-prop4.1"], log=seen.append)
-    assert "8 cached" in seen[0]
+    assert "16 cached" in seen[0]
     assert json.dumps(again["cells"], default=str) == json.dumps(res["cells"], default=str)
 
 

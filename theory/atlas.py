@@ -52,8 +52,8 @@ import numpy as np
 
 from synth.validation import check_choice, check_int, did_you_mean
 
-__all__ = ["GRIDS", "SIZES", "AxisSpec", "GridSpec", "build_cells", "evaluate_cell", "json_safe", "run_atlas",
-           "summarise", "unjson", "write_atlas"]
+__all__ = ["GRIDS", "SIZES", "AxisSpec", "GridSpec", "build_cells", "evaluate_cell", "json_safe", "result_of",
+           "run_atlas", "summarise", "unjson", "write_atlas"]
 
 SIZES = ("quick", "medium", "default")
 PAPERS = {"ifca": "IFCA (journal)", "srfca": "SR-FCA", "clove": "CLoVE"}
@@ -122,7 +122,28 @@ GRIDS: dict[str, GridSpec] = {
     "clove-lemma-a.16": _g("n", (1, 2, 5, 10, 20), "m", (1, 2, 5, 10), why="exact matching error (K = 2)"),
     "clove-lemma-a.17": _g("n", (10, 50, 200), "sigma", (0.1, 0.5, 1.0), trials=(3, 10, 20)),
     "clove-thm4.2": _g("T", (1, 2, 3, 5, 8), "sigma", (0.05, 0.1, 0.3), trials=(3, 5, 20)),
+    # ------------------------------------------------------------------ slices: where two statements fail
+    # A "result@slice" key is a second grid of the same result (its panel and row are labelled with the slice)
+    "clove-lemma-a.1@delta": _g("n", (1, 2, 3, 4, 5, 7, 10), "delta", (0.1, 0.25, 0.5, 1.0, 1.5), sigma=0.1, d=5,
+                                why="the failure region in Delta at sigma = 0.1 (sigma << 1 met): at Delta <= 0.5 "
+                                    "it reaches n = 3"),
+    "clove-lemma-a.1@sigma": _g("n", (1, 2, 3, 4, 5, 6, 7, 10), "sigma", (0.01, 0.1, 0.5, 1.0, 2.0), delta=0.1, d=5,
+                                much_less=100.0,
+                                why="Delta = 0.1 across sigma (much_less = 100: sigma << 1 not enforced): the bound "
+                                    "fails up to n = 6 at sigma = 2"),
+    "ifca-lemma1@rho": _g("sigma", (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0), "alpha",
+                          (-0.1, -0.05, -0.01, 0.01, 0.1, 0.25, 0.45), n=200, delta=1.0, k=2,
+                          why="rho = Delta^2/sigma^2 from 1/16 to 400 at n = 200 (exact worst case, k = 2); alpha < 0 "
+                              "is outside Assumption 1, where the exact value goes beyond the bound"),
+    "ifca-lemma1@k3": _g("n", (1, 5, 20, 100), "alpha", (0.05, 0.1, 0.25, 0.45), k=3, d=3, delta=1.0, sigma=0.5,
+                         why="k = 3 models at the symmetric placement only (exact there; a lower bound on the "
+                             "worst case)"),
 }
+
+
+def result_of(key: str) -> str:
+    """The result a :data:`GRIDS` key belongs to (``"clove-lemma-a.1@delta"`` -> ``"clove-lemma-a.1"``)."""
+    return key.split("@", 1)[0]
 
 
 def _subsample(values: tuple, size: str) -> tuple:
@@ -179,7 +200,7 @@ def evaluate_cell(cell: dict, seed: int) -> dict[str, Any]:
     """One cell: :meth:`Result.check` (exact law if there is one, else Monte Carlo) reduced to the atlas record."""
     from theory.results import get_result
 
-    res = get_result(cell["result"])
+    res = get_result(result_of(cell["result"]))
     out = {k: cell[k] for k in ("result", "x_param", "y_param", "x", "y", "ix", "iy")}
     start, cpu = time.perf_counter(), time.process_time()
     try:
@@ -233,7 +254,7 @@ def summarise(name: str, cells: list[dict]) -> dict[str, Any]:
     """Per-result summary: grid, slack min/median/max, fitted constants, fractions met/vacuous/violated."""
     from theory.results import get_result
 
-    res = get_result(name)
+    res = get_result(result_of(name))
     g = GRIDS[name]
     ok = [c for c in cells if c["status"] == "ok"]
     met = [c for c in ok if c["assumptions_met"]]
@@ -309,10 +330,14 @@ def label(name: str) -> str:
     """A readable name: the statement's name without the paper prefix (``Lemma A.1``, ``Theorem 4.8``)."""
     from theory.results import get_result
 
-    head = get_result(name).title.split(":", 1)[0]
+    head = get_result(result_of(name)).title.split(":", 1)[0]
     for prefix in ("IFCA ", "SR-FCA ", "CLoVE "):
         if head.startswith(prefix):
-            return head[len(prefix):]
+            head = head[len(prefix):]
+            break
+    if "@" in name:  # a slice: the fixed parameters that set it apart
+        fixed = GRIDS[name].fixed
+        head += " (" + ", ".join(f"{k} = {v}" for k, v in fixed.items() if k != "much_less") + ")"
     return head
 
 
@@ -408,8 +433,9 @@ def run_atlas(out: str | Path, size: str = "default", only: Sequence[str] | None
         for n in only:
             if n not in GRIDS:
                 raise ValueError(f"only: unknown result {n!r}{did_you_mean(str(n), GRIDS)}; "
-                                 "see `python -m theory list`")
-        names = [n for n in names if n in set(only)]
+                                 "see `python -m theory list` (a result's slices are result@slice)")
+        # a result's name selects its slices too
+        names = [n for n in names if n in set(only) or result_of(n) in set(only)]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +34,7 @@ from synth.validation import did_you_mean
 
 from .commands import COMMANDS as LAW_COMMANDS
 from .results import REGISTRY, get_result
+from .results.base import Result
 
 __all__ = ["main"]
 
@@ -63,14 +65,21 @@ def _result_parser(name: str, prog: str, sweep: bool = False) -> CleanParser:
         parser.add_argument(*flags, **kwargs)
     for key, value in res.constants.items():
         flags = sorted({"--" + key, "--" + key.replace("_", "-")})
+        default = f"the value of --{value.replace('_', '-')}" if isinstance(value, str) else f"{value:g}"
         parser.add_argument(*flags, dest="const__" + key, default=argparse.SUPPRESS,
-                            type=_converter("float", flags[0]), help=f"constant {key} (default: {value:g})")
+                            type=_converter("float", flags[0]), help=f"constant {key} (default: {default})")
+    more = type(res).trials_for is not Result.trials_for
     parser.add_argument("--trials", type=_converter("int", "--trials"), default=None,
-                        help=f"Monte Carlo repetitions (default: {res.default_trials}; 0 = bound and exact only)")
+                        help=f"Monte Carlo repetitions (default: {res.default_trials}"
+                             + (", more where the result needs them to resolve its verdict" if more else "")
+                             + "; 0 = bound and exact only)")
     parser.add_argument("--seed", type=_converter("int", "--seed"), default=0, help="root seed (default: 0)")
     parser.add_argument("--n-jobs", dest="n_jobs", type=_converter("int", "--n-jobs"), default=1,
                         help="parallel workers (same numbers for any value; default 1)")
     parser.add_argument("--progress", action="store_true", help="progress bar on stderr")
+    parser.add_argument("--max-hours", dest="max_hours", type=_converter("float", "--max-hours"), default=None,
+                        metavar="H", help="refuse a Monte Carlo estimated to take longer than H hours (default: "
+                        "$CFLAB_MAX_HOURS or 12)")
     parser.add_argument("--json", action="store_true", help="print one JSON object (sweep: one per line)")
     if sweep:
         parser.add_argument("--over", required=True, help="PARAM=v1,v2,... the parameter to sweep")
@@ -239,23 +248,59 @@ def _cmd_atlas(argv: list[str]) -> int:
     return 0
 
 def _check_run_args(args: argparse.Namespace, prog: str, name: str, n_points: int = 1) -> None:
-    """--n-jobs, --seed and the memory the Monte Carlo will need, before any work."""
-    from synth.cost import check_memory, record_bytes
+    """--n-jobs, --seed, and the memory and time the Monte Carlo will need (refused with the estimate), before any
+    work."""
+    from synth.cost import check_memory, check_time, record_bytes, work_ceiling
 
     if args.n_jobs == 0 or args.n_jobs < -1:
         raise UsageError(f"{prog}: error: --n-jobs must be -1 (all cores) or an integer in [1, inf), got {args.n_jobs}")
     if args.seed < 0:
         raise UsageError(f"{prog}: error: --seed must be an integer in [0, inf), got {args.seed}")
     res = get_result(name)
-    trials = res.default_trials if args.trials is None else args.trials
+    trials = res.trials_for(res.resolve(_split(args, name)[0])[0]) if args.trials is None else args.trials
+    params = {**{k: s.default for k, s in res.params.items()}, **_split(args, name)[0]}
+    per_rep_bytes, per_rep_seconds = repetition_cost(res, params)
+    batch = max(1, int(res.batch))
+    workers = max(1, (os.cpu_count() or 1) if args.n_jobs < 0 else args.n_jobs)
+    # one repetition's arrays (the federation the result samples, pairwise client matrices) are needed even for
+    # the exact value alone; a task holds `batch` of them, each worker one task
+    check_memory(per_rep_bytes * min(batch, max(trials, 1)) * min(workers, max(1, -(-trials // batch))),
+                 f"{name} at these parameters (one repetition's federation and pairwise matrices)",
+                 hint="lower the number of clients, samples or the dimension")
     if trials > 0:
-        batch = max(1, int(res.batch))
         tasks = -(-trials // batch)
         # one record per task of `batch` repetitions, and up to one stored value per repetition (a Python float
         # in a list: 32 bytes)
         check_memory(n_points * (tasks * record_bytes({}) + 32 * trials),
                      f"--trials {trials} ({tasks} task(s) of up to {batch} repetitions at {n_points} point(s))",
                      hint="lower --trials")
+        seconds = n_points * trials * per_rep_seconds / min(workers, os.cpu_count() or 1)
+        with work_ceiling(args.max_hours):
+            check_time(seconds, f"{name} with --trials {trials} at {n_points} point(s)",
+                       hint="lower --trials or the sizes")
+
+
+def repetition_cost(res, p: dict) -> tuple[float, float]:
+    """Bytes and seconds of one Monte Carlo repetition of result ``res`` at parameters ``p``, from the sizes every
+    result names alike (clients: ``K`` x ``clients_per_cluster`` or ``m``; samples ``n``; dimension ``d``; rounds
+    ``T``/``rounds``): the federation, pairwise client matrices, and a fixed cost per task of repetitions
+    (measured on the 2-core EPYC: 5 us a repetition of ifca-lemma1 in tasks of 2000, 15-25 ms of ifca-thm1 and
+    srfca-lemma4.6 alone; an order-of-magnitude estimate)."""
+    from synth.cost import CALL_SECONDS, GRADIENT_FLOPS_PER_SECOND
+
+    def size(key: str, default: int = 1) -> int:
+        value = p.get(key)
+        return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 \
+            else default
+
+    K = size("K")
+    clients = K * size("clients_per_cluster") if "clients_per_cluster" in p else (size("m") * K if "m" in p else K)
+    n, d = size("n"), size("d")
+    rounds = max(size("T", 0), size("rounds", 0), size("trmean_steps", 0), 1)
+    memory = 8.0 * (2 * clients * n * d + 4 * clients * n + 3 * clients * clients + 2 * clients * d)
+    flops = rounds * (4.0 * clients * n * d * (size("k", K) + 1) + 3.0 * clients * clients * d)
+    seconds = (0.02 + rounds * 50 * CALL_SECONDS) / max(1, int(res.batch)) + flops / GRADIENT_FLOPS_PER_SECOND
+    return memory, seconds
 
 
 _COMMANDS = {"list": _cmd_list, "show": _cmd_show, "check": _cmd_check, "sweep": _cmd_sweep, "atlas": _cmd_atlas}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import numpy as np
 
@@ -162,7 +163,7 @@ def _cmd_edge(argv: list[str]) -> int:
 
 
 def _cmd_findings(argv: list[str]) -> int:
-    from .findings import FINDINGS, run_finding
+    from .findings import FINDINGS, render, run_finding
 
     parser = CleanParser(prog=f"{PROG} findings", allow_abbrev=False,
                          description="the project's theory findings, recomputed now (exact laws; Monte Carlo with "
@@ -174,6 +175,9 @@ def _cmd_findings(argv: list[str]) -> int:
                         help="multiply every finding's Monte Carlo trials (default 1)")
     parser.add_argument("--list", action="store_true", help="list the finding ids and titles, compute nothing")
     parser.add_argument("--json", action="store_true", help="one JSON object per finding, one per line")
+    parser.add_argument("--write", metavar="FILE", default=None,
+                        help="replace the generated section of FILE (between its BEGIN/END marker lines, as in "
+                             "FINDINGS.md) by every finding's text")
     args = parser.parse_args(argv)
     if not args.trials_scale > 0:
         raise UsageError(f"{PROG} findings: error: --trials-scale must be > 0, got {args.trials_scale}")
@@ -187,16 +191,28 @@ def _cmd_findings(argv: list[str]) -> int:
         for fid in ids:
             print(f"{fid:<26} {FINDINGS[fid].paper}: {FINDINGS[fid].title}")
         return 0
+    if args.write is not None:
+        from .findings import BEGIN, END, render_all, write_section
+
+        if args.only or args.trials_scale != 1.0 or args.json:
+            raise UsageError(f"{PROG} findings: error: --write takes every finding at --trials-scale 1 (no --only, "
+                             "--trials-scale or --json)")
+        target = Path(args.write)
+        if not target.is_file() or BEGIN not in target.read_text(encoding="utf-8") \
+                or END not in target.read_text(encoding="utf-8"):
+            raise UsageError(f"{PROG} findings: error: --write {args.write}: not a file holding the marker lines "
+                             f"{BEGIN!r} and {END!r}")
+        write_section(target, render_all([run_finding(fid) for fid in ids]))
+        print(f"wrote the theory findings into {target}")
+        return 0
     paper = None
     for fid in ids:  # loop over findings
         rec = run_finding(fid, args.trials_scale)
         if args.json:
             print(json.dumps(json_safe(rec), allow_nan=False), flush=True)
             continue
-        if rec["paper"] != paper:
-            paper = rec["paper"]
-            print(f"## {paper}\n")
-        print(f"- **{rec['title']}.** {rec['text']}\n  `{rec['command']}` (or `{rec['check']}`)\n", flush=True)
+        print(render(rec, paper), flush=True)
+        paper = rec["paper"]
     return 0
 
 

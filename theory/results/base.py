@@ -293,8 +293,15 @@ class Result:
                 known = ", ".join(self.constants) or "none"
                 raise ValueError(f"{self.name}: unknown constant {key!r}{hint}; known: {known}")
         p = {k: spec.check(k, params.get(k, spec.default)) for k, spec in self.params.items()}
-        c = {k: check_real(k, constants.get(k, v), low=0.0) for k, v in self.constants.items()}
+        # a constant whose default is a parameter's name takes that parameter's value (e.g. "<< 1" as much_less)
+        c = {k: check_real(k, constants.get(k, p[v] if isinstance(v, str) else v), low=0.0)
+             for k, v in self.constants.items()}
         return self.validate(p), c
+
+    def trials_for(self, p: dict[str, Any]) -> int:
+        """The default number of Monte Carlo repetitions at ``p`` (``default_trials`` unless a result needs more
+        somewhere to resolve its verdict)."""
+        return self.default_trials
 
     def empirical(self, p: dict[str, Any], c: dict[str, float], trials: int, seed: int, n_jobs: int = 1,
                   progress: bool | None = False) -> Estimate:
@@ -437,7 +444,7 @@ class Result:
               progress: bool | None = False) -> Check:
         """Bound, assumptions, exact law and Monte Carlo at one parameter point, with verdict and fitted constant."""
         p, c = self.resolve(params, constants)
-        trials = self.default_trials if trials is None else check_int("trials", trials, low=0)
+        trials = self.trials_for(p) if trials is None else check_int("trials", trials, low=0)
         seed = check_int("seed", seed, low=0)
         bound = float(self.bound(p, c))
         raw = self.assumptions(p)

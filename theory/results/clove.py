@@ -182,7 +182,13 @@ class _MeanSeparation(_Clove):
         est.details["squared_separation_ci"] = [est.low, est.high]
         # standard error of the squared estimate, from the 95% Student-t half-width
         est.details["squared_separation_se"] = (est.high - est.low) / (2.0 * 1.96)
-        return Estimate(root(est.value), root(est.low), root(est.high), est.details)
+        out = Estimate(root(est.value), root(est.low), root(est.high), est.details)
+        exact, bound = self.exact(p), self.bound(p, c)
+        if exact is not None:
+            # whether the interval tells the exact value from the bound (it cannot when it holds both)
+            both = out.low <= min(exact, bound) and max(exact, bound) <= out.high
+            out.details["monte_carlo_separates_exact_from_bound"] = not both
+        return out
 
 
 @lru_cache(maxsize=64)
@@ -206,6 +212,11 @@ class LemmaA1(_MeanSeparation):
     params = {**_SETTING, "models": P("str", "orthonormal", "fixed: ortho-normal models", choices=("orthonormal",)),
               "placement": P("str", "worst", "worst: the minimising pair of optima (K = 2); random: random "
                              "optima Delta apart (instance_seed)", choices=("worst", "random"))}
+
+    def trials_for(self, p):
+        # n <= 2, where the lemma fails at Delta = 1: 50 trials give [0.33, 0.50] at n = 1 (exact 0.446, bound
+        # 0.499), 800 give [0.433, 0.471] (seed 0); at small Delta no feasible count separates them (see notes)
+        return 800 if p["n"] <= 2 else self.default_trials
 
     def validate(self, p):
         p = super().validate(p)
@@ -253,7 +264,10 @@ class LemmaA1(_MeanSeparation):
                 "lower pair found by multi-start search in d dimensions (near Delta = 2).  The proof's denominator "
                 "bound 2 sqrt(4 + sigma^2) is never attained, but the exact means carry kappa_n = E[chi_n]/sqrt(n) "
                 "< 1, so the lemma fails for small n (details.n_at_which_the_bound_starts_to_hold).",
-                "empirical: unbiased estimate of the exact separation (see _MeanSeparation), at the same optima."]
+                "empirical: unbiased estimate of the exact separation (see _MeanSeparation), at the same optima; "
+                "details.monte_carlo_separates_exact_from_bound says whether its interval tells the exact value "
+                "from the bound (at small Delta and n its noise, of order alpha sqrt(1 - kappa_n^2) per client, "
+                "swamps a gap of order Delta: the verdict then rests on the exact value alone)."]
 
 
 def _a1_first_n(sep_paper: float, bound: float) -> int | None:
@@ -680,7 +694,7 @@ class CorollaryA14(_OneRound):
                  "+ (c2 + c3) Delta, c2 + c3 << 1.")
     quantity = "||theta_k - theta*_k|| after one gradient round"
     kind = "quantile"
-    constants = {"c23": 0.1, "c6": 1.0, "c7": 1.0}
+    constants = {"c23": "much_less", "c6": 1.0, "c7": 1.0}  # c2 + c3 << 1: much_less x 1 unless given
     fit = "c23"
     default_trials = 500
     batch = 50
@@ -708,7 +722,8 @@ class CorollaryA14(_OneRound):
                     2 * p["eta"] * (6 * math.sqrt(p["d"] / N) * r + p["sigma"] * math.sqrt(p["d"] / N))}
 
     def notes(self, p, c):
-        return ["c2 + c3 is only said to be << 1: default 0.1, and the fitted c23 is the floor the data need; "
+        return [f"c2 + c3 is only said to be << 1: by default c23 = --much-less = {p['much_less']:g} (x << y read "
+                "as x <= much_less y), and the fitted c23 is the floor the data need; "
                 "details give the floor the proof's own steps imply (Wainwright's 6 sqrt(dN) and sigma sqrt(dN))."] \
             + self._notes(p)
 
