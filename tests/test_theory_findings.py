@@ -1,8 +1,5 @@
-"""``python -m theory findings``: every finding recomputed live, with the command that regenerates it.
-
-On the old main there was no such command (``unknown command``, exit 2), and FINDINGS.md quoted numbers
-(Prop. 4.1's Monte Carlo, Lemma 4.6's bound of 5.6e-23) that the code no longer produced.
-"""
+"""``python -m theory findings``: every finding recomputed live, with the command that regenerates it, and
+FINDINGS.md's theory section equal to that output (so no quoted number can go stale)."""
 
 from __future__ import annotations
 
@@ -43,3 +40,29 @@ def test_only_list_and_bad_ids(capsys):
     err = capsys.readouterr().err
     assert "clove-stirling" in err and err.count("\n") == 1
     assert main(["findings", "--trials-scale", "0"]) == 2
+
+
+def test_findings_md_theory_section_is_the_commands_output():
+    # FINDINGS.md's generated section must equal what `python -m theory findings --write FINDINGS.md` writes now
+    from pathlib import Path
+
+    from theory.findings import render_all, section_of
+
+    live = render_all([run_finding(fid) for fid in FINDINGS]).strip()
+    stored = section_of(Path(__file__).resolve().parents[1] / "FINDINGS.md")
+    assert stored == live, "FINDINGS.md is stale: run `python -m theory findings --write FINDINGS.md`"
+
+
+def test_write_needs_the_marker_lines(tmp_path, capsys):
+    from theory.findings import BEGIN, END, section_of, write_section
+
+    plain = tmp_path / "plain.md"
+    plain.write_text("# no markers\n")
+    assert main(["findings", "--write", str(plain)]) == 2
+    assert "marker" in capsys.readouterr().err
+    assert main(["findings", "--write", str(plain), "--only", "clove-stirling"]) == 2
+    marked = tmp_path / "marked.md"
+    marked.write_text(f"head\n{BEGIN}\nold\n{END}\ntail\n")
+    write_section(marked, "new text")
+    body = marked.read_text()
+    assert body.startswith("head\n") and body.endswith("tail\n") and section_of(marked) == "new text"
