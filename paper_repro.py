@@ -1,12 +1,11 @@
 #!/usr/bin/env python
-"""Regenerate the papers' figures and tables next to the published numbers; see ``python paper_repro.py --list``.
+"""Regenerate the papers' figures and tables next to the published numbers; see `python paper_repro.py --list`.
 
-``python paper_repro.py`` (= ``--quick``) runs every target at reduced size on embedded data; ``--size medium``
-runs the neural-network targets on the papers' own data sets from the data directory at fewer clients, rounds
-and seeds (under an hour on 2 cores); ``--full`` at the papers' sizes (all resumable: rerun the same command
-after an interruption).  Each target writes PNG and PDF
-figures, the CSVs behind them and its section of ``OUT/report.md`` (paper number | reproduced | difference |
-verdict).
+`python paper_repro.py` (= --quick) runs every target at reduced size on embedded data; --size medium runs the
+neural-network targets on the papers' own data sets from the data directory at fewer clients, rounds and seeds
+(under an hour on 2 cores); --full at the papers' sizes (all resumable: rerun the same command after an
+interruption).  Each target writes PNG and PDF figures, the CSVs behind them and its section of OUT/report.md
+(paper number | reproduced | difference | verdict).
 """
 
 from __future__ import annotations
@@ -36,8 +35,9 @@ def _parser(targets):
     size.add_argument("--full", action="store_true", help="the papers' sizes (hours to days; resumable)")
     size.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # the test suite's size
     size.add_argument("--size", default=None, choices=["tiny", "quick", "medium", "full"],
-                      help="run size: quick (= --quick), medium (the papers' data sets, reduced; needs the data "
-                           "directory), full (= --full)")
+                      help="run size: tiny (a few clients, samples and rounds per target: the test suite's "
+                           "smoke-test size, seconds per target, never comparable to a paper), quick (= --quick), "
+                           "medium (the papers' data sets, reduced; needs the data directory), full (= --full)")
     parser.add_argument("--list", action="store_true", help="name every target and exit")
     parser.add_argument("--only", default=None, metavar="NAME,...", help="comma-separated target names")
     parser.add_argument("--out", default="repro_out", metavar="DIR", help="output folder (default: repro_out)")
@@ -50,7 +50,8 @@ def _parser(targets):
                         help="torch device of the neural-network targets (default: auto = cuda when torch sees a "
                              "GPU; cuda without one runs on CPU)")
     parser.add_argument("--data-dir", dest="data_dir", default=None, metavar="DIR",
-                        help="benchmark data for --full (default: $CFLAB_DATA, ../shared/data, ~/.cache/cflab/data)")
+                        help="the papers' data sets, read by --size medium and --full (default: $CFLAB_DATA, "
+                             "../shared/data, ~/.cache/cflab/data)")
     parser.add_argument("--cfl", default=None, metavar="KEY=VALUE,...",
                         help="CFL hyper-parameters of every CFL run: eps1, eps2, warmup_rounds, min_split_size, "
                              "linkage (default: Sattler et al.'s reference values; reduced sizes warm up for a "

@@ -31,11 +31,19 @@ def _configure_run(sub: argparse.ArgumentParser, looped: bool = True) -> None:
 
     for name, spec in PARAMS.items():
         flag = "--" + name.replace("_", "-")
-        kwargs = {"dest": name, "default": argparse.SUPPRESS, "type": typed_flag(spec.kind, flag),
-                  "help": f"{spec.help} (default: {spec.default})"}
+        # a help text that states its own default (what None means) is not given a second one
+        shown = spec.help if "(default" in spec.help else f"{spec.help} (default: {spec.default})"
+        kwargs = {"dest": name, "default": argparse.SUPPRESS, "type": typed_flag(spec.kind, flag), "help": shown}
         if spec.choices:
             kwargs["metavar"] = "{" + ",".join(spec.choices) + "}"
-        sub.add_argument(flag, **kwargs)
+        flags = [flag]
+        if name in ("eps1", "eps2"):  # CFL's thresholds: synth's --eps1/--eps2 are SR-FCA's; --cfl-eps1 is both CLIs'
+            flags.insert(0, "--cfl-" + name)
+            kwargs["metavar"] = name.upper()
+            kwargs["help"] = (f"{spec.help} (CFL's threshold, as --cfl-{name} of python -m synth run, where --{name} "
+                              f"is SR-FCA's cluster {'diameter' if name == 'eps1' else 'separation'}; default: "
+                              f"{0.05 if name == 'eps1' else 0.5}, Sattler et al.'s)")
+        sub.add_argument(*flags, **kwargs)
     sub.add_argument("--algo-param", dest="algo_params", action="append", type=_algo_param, default=[],
                      metavar="KEY=VALUE", help="extra estimator hyper-parameter by name (repeatable)")
     sub.add_argument("--download", action="store_true", help="fetch missing files from the standard sources first")
@@ -126,8 +134,8 @@ def _configure_fetch(sub: argparse.ArgumentParser) -> None:
     from .data import SOURCES
 
     sub.add_argument("dataset", choices=sorted(SOURCES), help="dataset to download")
-    sub.add_argument("--data-dir", default=None, help="data directory (default: $CFLAB_DATA, ../shared/data, "
-                     "~/.cache/cflab/data)")
+    sub.add_argument("--data-dir", default=None, metavar="DIR", help="data directory (default: $CFLAB_DATA, "
+                     "../shared/data, ~/.cache/cflab/data)")
 
 
 def _fetch(args: argparse.Namespace) -> int:

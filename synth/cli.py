@@ -69,8 +69,9 @@ def _configure_run(sub: argparse.ArgumentParser) -> None:
     for name, spec in PARAMS.items():
         flag = "--" + name.replace("_", "-")
         default = "K" if (name == "n_clusters" and spec.default is None) else spec.default
-        kwargs = {"dest": name, "default": argparse.SUPPRESS, "type": typed_flag(spec.kind, flag),
-                  "help": f"{spec.help} (default: {default})"}
+        # a help text that states its own default (what None means) is not given a second one
+        shown = spec.help if "(default" in spec.help else f"{spec.help} (default: {default})"
+        kwargs = {"dest": name, "default": argparse.SUPPRESS, "type": typed_flag(spec.kind, flag), "help": shown}
         if spec.choices:
             kwargs["metavar"] = "{" + ",".join(spec.choices) + "}"
         sub.add_argument(flag, **kwargs)

@@ -1,6 +1,6 @@
-"""``python -m theory``: list the papers' results, show one, check one at a parameter point, or sweep a parameter.
+"""python -m theory: list the papers' results, show one, check one at a parameter point, or sweep a parameter.
 
-::
+Examples:
 
     python -m theory list
     python -m theory show ifca-lemma1
@@ -12,11 +12,11 @@
     python -m theory findings --only srfca-prop4.1
     python -m theory atlas --out atlas_out [--quick | --size {quick,medium,default}] [--only NAME,...]
 
-Every result's parameters and constants are flags (``--name value``, also
-``--name-with-dashes``).  Every "x << y" of the papers is read as x <= much_less * y: ``--much-less``
+Every result's parameters and constants are flags (--name value, also --name-with-dashes); `python -m theory
+check RESULT --help` lists them.  Every "x << y" of the papers is read as x <= much_less * y: --much-less
 (default 0.1; 1 reads "<<" as "<=") on every result with such a hypothesis; ">~"/"<~" take the constant
-``--assume-const`` (IFCA) or ``--cond-const`` (SR-FCA), default 1.  Each check prints every assumption with
-its two sides and its margin (positive when it holds).  Mistakes print one line to stderr and exit with status 2.
+--assume-const (IFCA) or --cond-const (SR-FCA), default 1.  Each check prints every assumption with its two
+sides and its margin (positive when it holds).  Mistakes print one line to stderr and exit with status 2.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def _result_parser(name: str, prog: str, sweep: bool = False) -> CleanParser:
     for key, value in res.constants.items():
         flags = sorted({"--" + key, "--" + key.replace("_", "-")})
         default = f"the value of --{value.replace('_', '-')}" if isinstance(value, str) else f"{value:g}"
-        parser.add_argument(*flags, dest="const__" + key, default=argparse.SUPPRESS,
+        parser.add_argument(*flags, dest="const__" + key, default=argparse.SUPPRESS, metavar="VALUE",
                             type=_converter("float", flags[0]), help=f"constant {key} (default: {default})")
     more = type(res).trials_for is not Result.trials_for
     parser.add_argument("--trials", type=_converter("int", "--trials"), default=None,
@@ -150,7 +150,29 @@ def _cmd_list(argv: list[str]) -> int:
     return 0
 
 
+def _generic_help(cmd: str, argv: list[str]) -> bool:
+    """``show/check/sweep --help`` without a result: print how the command is called and the results; True if so."""
+    if not argv or argv[0] not in ("-h", "--help"):
+        return False
+    what = {"show": "print a result's statement, parameters (defaults, ranges) and constants as JSON",
+            "check": "bound, assumptions, exact value, Monte Carlo and verdict of a result at one parameter point",
+            "sweep": "the check at every value of one parameter (--over PARAM=v1,v2,...)"}[cmd]
+    flags = "" if cmd == "show" else " [--PARAM VALUE ...] [--trials N] [--seed S] [--n-jobs J] [--json]"
+    over = " --over PARAM=v1,v2,..." if cmd == "sweep" else ""
+    print(f"usage: {PROG} {cmd} RESULT{over}{flags}\n\n{what}.\n")
+    if cmd != "show":
+        print(f"`{PROG} {cmd} RESULT --help` lists the result's parameters and constants.\n")
+    get_result("ifca-lemma1")  # imports every results module
+    print("results:")
+    width = max(map(len, REGISTRY))
+    for key in REGISTRY:
+        print(f"  {key:<{width}}  {REGISTRY[key].title}")
+    return True
+
+
 def _cmd_show(argv: list[str]) -> int:
+    if _generic_help("show", argv):
+        return 0
     if not argv or argv[0].startswith("-"):
         raise UsageError(f"{PROG} show: error: expected a result name (see `{PROG} list`)")
     res = get_result(argv[0])
@@ -163,6 +185,8 @@ def _cmd_show(argv: list[str]) -> int:
 
 
 def _cmd_check(argv: list[str]) -> int:
+    if _generic_help("check", argv):
+        return 0
     if not argv or argv[0].startswith("-"):
         raise UsageError(f"{PROG} check: error: expected a result name (see `{PROG} list`)")
     name = argv[0]
@@ -177,6 +201,8 @@ def _cmd_check(argv: list[str]) -> int:
 
 
 def _cmd_sweep(argv: list[str]) -> int:
+    if _generic_help("sweep", argv):
+        return 0
     if not argv or argv[0].startswith("-"):
         raise UsageError(f"{PROG} sweep: error: expected a result name (see `{PROG} list`)")
     name = argv[0]
