@@ -46,6 +46,9 @@ def _configure_run(sub: argparse.ArgumentParser, looped: bool = True) -> None:
         sub.add_argument(*flags, **kwargs)
     sub.add_argument("--algo-param", dest="algo_params", action="append", type=_algo_param, default=[],
                      metavar="KEY=VALUE", help="extra estimator hyper-parameter by name (repeatable)")
+    sub.add_argument("--max-hours", dest="max_hours", type=typed_flag("float", "--max-hours"), default=None,
+                     metavar="H", help="refuse a run estimated to take longer than H hours (default: "
+                     "$CFLAB_MAX_HOURS or 12)")
     sub.add_argument("--download", action="store_true", help="fetch missing files from the standard sources first")
     if looped:
         sub.add_argument("--looped", action="store_true", help="use the looped reference backend (for testing)")
@@ -62,9 +65,12 @@ def _run(args: argparse.Namespace) -> int:
         keys = [k for k, _ in args.algo_params]
         twice = next(k for k in keys if keys.count(k) > 1)
         raise ValueError(f"--algo-param {twice}=... is given twice; give each hyper-parameter once")
+    from synth.cost import work_ceiling
+
     try:
-        record = run_experiment(params, history=args.history, batched=not args.looped, download=args.download,
-                                algo_params=algo_params)
+        with work_ceiling(args.max_hours):
+            record = run_experiment(params, history=args.history, batched=not args.looped, download=args.download,
+                                    algo_params=algo_params)
     except FloatingPointError as exc:
         raise UsageError(diverged_line(exc, params, algo_params)) from None
     print_record(record, args.json)

@@ -186,6 +186,85 @@ def _federation_that_fits(p: dict[str, Any], data_ss: np.random.SeedSequence, ex
                      f"hold no more for {p['clients']} clients under this partition (set --n-per-client to choose)"]
 
 
+# bytes of one sample's input as the loaders keep it: float32 pixels, int64 token ids, float32 bag of features
+_SAMPLE_BYTES = {"digits": 4 * 64, "mnist": 4 * 784, "fmnist": 4 * 784, "cifar": 4 * 3072, "femnist": 4 * 784,
+                 "shakespeare": 8 * 80, "agnews": 8 * 64, "amazon": 4 * 5000}
+# Python- and dispatch-level cost of one backend call or local step on the torch backend (vmap set-up, chunks),
+# and of its per-sample work relative to one batched pass of a single model (per-client parameters in vmap):
+# measured on the 2-core EPYC with the embedded digits (tests/test_hostile_input.py checks the estimate)
+TORCH_CALL_SECONDS = 1e-3
+TORCH_PER_CLIENT_FACTOR = 2.0
+# estimator hyper-parameters (--algo-param names) that synth.cost.algorithm_work reads under a flag's name
+_WORK_HYPER = {"kmeans_n_init": "kmeans_n_init", "max_clusters": "max_clusters", "warmup_steps": "fesem_warmup",
+               "pretrain_steps": "flexcfl_pretrain", "alpha": "flexcfl_alpha", "n_subspace": "pacfl_p",
+               "local_clusters": "kfed_local_clusters", "meta_variant": "meta_variant",
+               "estimation_interval": "fedsoft_interval", "ala_fraction": "ala_fraction"}
+
+
+def check_data_size(p: dict[str, Any]) -> None:
+    """Refuse, before any data is loaded, a federation whose inputs alone exceed the memory budget."""
+    from synth.cost import check_memory
+
+    base = p["dataset"].split("-", 1)[0]
+    n_test = p["n_test"] or p["n_per_client"]
+    need = 3.0 * p["clients"] * (p["n_per_client"] + n_test) * (_SAMPLE_BYTES.get(base, 4096) + 16)
+    check_memory(need, f"the {p['dataset']} federation ({p['clients']} clients x {p['n_per_client']} training and "
+                 f"{n_test} test samples)", hint="lower --clients, --n-per-client or --n-test")
+
+
+def per_sample_seconds(model, backend) -> tuple[float, float]:
+    """Measured seconds per sample of a loss and of a loss gradient of one model, on a batch of this federation's
+    data on its device (after a warm-up): the prices of :func:`work_cost`."""
+    from torch.func import grad
+
+    rows = min(backend.n_clients, max(1, 256 // max(1, backend.X.shape[1])))
+    x = backend.X[:rows].flatten(0, 1)[:256]
+    y = backend.y[:rows].flatten(0, 1)[:256]
+    w = torch.full((len(x),), 1.0 / len(x), dtype=model.dtype, device=x.device)
+    flat = model.init(0).to(x.device)
+    g = grad(model.weighted_loss)
+
+    def timed(fn) -> float:
+        fn()
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            fn()
+            if x.device.type == "cuda":
+                torch.cuda.synchronize()
+            best = min(best, time.perf_counter() - t0)
+        return best / len(x)
+
+    with torch.no_grad():
+        t_eval = timed(lambda: model.sample_losses(flat, x, y))
+    return t_eval, timed(lambda: g(flat, x, y, w))
+
+
+def work_cost(p: dict[str, Any], algo_params: dict[str, Any], fed, model, k: int, runs: int,
+              prices: tuple[float, float]) -> dict[str, float]:
+    """Estimated seconds and peak memory of fitting ``p['algo']`` on ``fed`` (:func:`synth.cost.algorithm_work`
+    priced at the measured per-sample seconds, per-client work at :data:`TORCH_PER_CLIENT_FACTOR` times that)."""
+    from synth.cost import CALL_SECONDS, SMALL_FLOPS_PER_SECOND, algorithm_work
+
+    m, n, P = fed.n_clients, int(fed.X.shape[1]), model.n_params
+    hyper = {key: p[key] for key in ("n_refine", "trmean_steps", "dist", "min_size") if p.get(key) is not None}
+    hyper.update({_WORK_HYPER[key]: v for key, v in algo_params.items() if key in _WORK_HYPER})
+    local_gd = p["local_train_steps"] or max(1, p["rounds"] * p["local_steps"])
+    features = int(np.prod(fed.X.shape[2:])) if fed.X.ndim > 2 else 1
+    work = algorithm_work(p["algo"], m, n, P, rounds=p["rounds"], k=k, restarts=runs, local_steps=p["local_steps"],
+                          batch=p["batch_size"], averaging=p["averaging"], participation=p["participation"],
+                          features=features, hyper=hyper, local_gd_steps=local_gd)
+    t_eval, t_grad = prices
+    seconds = (work["eval"] * t_eval + (work["grad_fused"] + work["grad"] * TORCH_PER_CLIENT_FACTOR) * t_grad
+               + work["flops"] / SMALL_FLOPS_PER_SECOND + work["calls"] * (TORCH_CALL_SECONDS + CALL_SECONDS)
+               + work["lib_calls"] * CALL_SECONDS)
+    itemsize = 8 if p["dtype"] == "float64" else 4
+    data = 2.0 * (fed.X.nbytes + fed.X_test.nbytes + fed.y.nbytes + fed.y_test.nbytes)
+    memory = (data + work["memory"] * (1.0 + 3.0 * itemsize / 8.0) + 4.0 * runs * k * P * itemsize
+              + (p["memory_mb"] or 256) * 2**20)
+    return {"seconds": seconds, "memory": memory}
+
+
 def run_experiment(params: dict[str, Any], *, history: bool = False, batched: bool = True,
                    download: bool = False, algo_params: dict[str, Any] | None = None,
                    on_round: Callable[[int], None] | None = None) -> dict[str, Any]:
@@ -205,7 +284,11 @@ def run_experiment(params: dict[str, Any], *, history: bool = False, batched: bo
         name = {"fmnist": "fashion-mnist", "cifar": "cifar10", "agnews": "ag-news"}.get(base, base)
         if name in SOURCES:
             fetch(name, p["data_dir"])
+    check_data_size(p)
     fed, n_note = _federation_that_fits(p, data_ss, explicit_n=params.get("n_per_client") is not None)
+    if p["batch_size"] is not None and p["batch_size"] > fed.X.shape[1]:
+        raise ValueError(f"batch_size must be at most the {fed.X.shape[1]} training samples per client, got "
+                         f"{p['batch_size']} (leave it out for full-batch steps)")
     model_name = default_model(p["dataset"], p["task"]) if p["model"] == "auto" else p["model"]
     model = fed.model(model_name, device=device, dtype=dtype)
     truth = fed.clusters
@@ -245,6 +328,7 @@ def run_experiment(params: dict[str, Any], *, history: bool = False, batched: bo
         init, start = _resume(ckpt, p, rng, recorder, (runs, 1 if p["algo"] == "global" else k, model.n_params),
                               _config(p, algo_params))
         train.round_offset = start
+    _check_work(p, algo_params, fed, model, train, k, runs, start)
     est = make_estimator(p["algo"], _hyper(p, spec, k, init, start, rng, recorder, algo_params),
                          explicit=tuple(algo_params or ()))
     recorder.offset = start
@@ -283,6 +367,22 @@ def run_experiment(params: dict[str, Any], *, history: bool = False, batched: bo
         best = int(res.extra.get("best_run", 0)) if spec.restarts else 0
         record["history"] = recorder.history(best)
     return record
+
+
+def _check_work(p, algo_params, fed, model, train, k, runs, start) -> None:
+    """Refuse a run whose estimated memory exceeds the budget or (inside a work ceiling: the command line) whose
+    estimated time exceeds the ceiling, with the estimate, before any training."""
+    from synth.cost import ceiling_active, check_memory, check_time
+
+    rest = {**p, "rounds": p["rounds"] - start}
+    cost = work_cost(rest, algo_params, fed, model, k, runs, per_sample_seconds(model, train))
+    what = (f"nets run --algo {p['algo']} ({fed.n_clients} clients x {fed.X.shape[1]} samples, {model.n_params} "
+            f"parameters, {rest['rounds']} rounds)")
+    check_memory(cost["memory"], what, seconds=cost["seconds"], hint="lower --clients or --n-per-client, or choose "
+                 "an algorithm without one model per client")
+    if ceiling_active():
+        check_time(cost["seconds"], what, hint="lower --rounds, --local-steps, --local-train-steps, --n-init or the "
+                   "sizes")
 
 
 def _hyper(p, spec, k, init, start, rng, recorder, algo_params) -> dict:

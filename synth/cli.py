@@ -77,14 +77,24 @@ def _configure_run(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(flag, **kwargs)
     sub.add_argument("--json", action="store_true", help="print one JSON object")
     sub.add_argument("--history", action="store_true", help="include the per-round history in the JSON")
+    add_max_hours(sub)
+
+
+def add_max_hours(sub: argparse.ArgumentParser) -> None:
+    """The ``--max-hours`` flag: the time ceiling of :func:`synth.cost.work_ceiling` for this command."""
+    sub.add_argument("--max-hours", dest="max_hours", type=typed_flag("float", "--max-hours"), default=None,
+                     metavar="H", help="refuse work estimated to take longer than H hours, before starting (default: "
+                     "$CFLAB_MAX_HOURS or 12)")
 
 
 def _run(args: argparse.Namespace) -> int:
+    from .cost import work_ceiling
     from .experiment import PARAMS, run_experiment
 
     params = {k: v for k, v in vars(args).items() if k in PARAMS}
     try:
-        record = run_experiment(params, history=args.history)
+        with work_ceiling(args.max_hours):
+            record = run_experiment(params, history=args.history)
     except FloatingPointError as exc:
         raise UsageError(diverged_message("python -m synth", exc, params)) from None
     except (ValueError, TypeError) as exc:

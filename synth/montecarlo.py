@@ -440,15 +440,22 @@ def run_trials(
     if resume and store_dir is None:
         raise ValueError("resume=True needs a store_dir to resume from")
 
-    from .cost import check_memory, format_bytes, record_bytes
+    if backend == "ray":
+        _register_ray()  # refused now if Ray is missing: a run must not record a backend it did not use
+
+    from .cost import WORKER_BYTES, check_memory, format_bytes, record_bytes
 
     total = len(points) * trials
     workers = (os.cpu_count() or 1) if n_jobs < 0 else n_jobs
-    check_memory(total * record_bytes(points[0]) + workers * max(0, int(trial_bytes)),
+    # worker processes each hold an interpreter with the libraries loaded, besides their trial
+    process = WORKER_BYTES * workers if (workers > 1 or backend == "dask") and backend != "threading" else 0
+    check_memory(total * record_bytes(points[0]) + workers * max(0, int(trial_bytes)) + process,
                  f"{len(points)} point(s) x {trials} trial(s) = {total} trials (their records take about "
                  f"{format_bytes(record_bytes(points[0]))} each"
-                 + (f", one trial about {format_bytes(trial_bytes)} while it runs" if trial_bytes else "") + ")",
-                 hint="lower trials or the number of points, or split the run")
+                 + (f", one trial about {format_bytes(trial_bytes)} while it runs" if trial_bytes else "")
+                 + (f", {workers} worker processes of about {format_bytes(WORKER_BYTES)} each" if process else "")
+                 + ")",
+                 hint="lower trials or the number of points, --n-jobs, or split the run")
 
     def wanted() -> Iterator[tuple[int, int]]:
         # same order as the records are returned in; a generator, so that no list of every pair is built

@@ -529,9 +529,21 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, n_jobs: int = 1, backend: str
         raise ValueError("out must name a directory, got an empty string (use '.' for the current one)")
     trial = functools.partial(experiment_trial, history=spec.history)
     out = Path(out)
-    cost = sweep_cost(spec, n_jobs)
+    from .cost import ceiling_active, check_time
+
+    cost = sweep_cost(spec, n_jobs, backend)
     check_memory(cost["memory"], cost["what"], seconds=cost["seconds"],
                  hint="lower trials, grid sizes or problem sizes (K, clients_per_cluster, n, d, rounds), or --n-jobs")
+    if ceiling_active():
+        left = 1.0
+        if resume and (out / "trials.jsonl").is_file():  # a resumed sweep has only its missing trials left to run
+            from .store import read_records
+
+            done = {(r["point"], r["trial"]) for r in read_records(out)
+                    if r["point"] < len(spec.points) and r["trial"] < spec.trials}
+            left = 1.0 - len(done) / max(1, cost["trials"])
+        check_time(cost["seconds"] * left, cost["what"] + (f", {left:.0%} of it left to run" if left < 1 else ""),
+                   hint="lower trials, grid sizes, rounds or problem sizes")
     meta = {"kind": "synth-sweep", "name": spec.name, "spec": spec.to_dict(), "varying": spec.varying}
     # spec.toml is written by the store under its lock, after the fingerprint check: a refused start or --resume
     # leaves the spec.toml that describes the records in place
@@ -540,25 +552,30 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, n_jobs: int = 1, backend: str
                       store_files={SPEC_FILE: spec.text or _dump_raw(spec.raw)}, trial_bytes=int(cost["trial_bytes"]))
 
 
-def sweep_cost(spec: SweepSpec, n_jobs: int = 1) -> dict[str, Any]:
+def sweep_cost(spec: SweepSpec, n_jobs: int = 1, backend: str = "loky") -> dict[str, Any]:
     """Up-front estimate of a sweep: peak memory (every record plus the largest trial on each worker) and time.
 
     The time is a floating-point operation count at a measured rate (:data:`synth.cost.FLOPS_PER_SECOND`), good
     to an order of magnitude, and an upper bound (``early_stop``) where the runs stop once their result is known;
     ``what`` describes the request for messages.
     """
-    from .cost import experiment_cost, record_bytes
+    from .cost import WORKER_BYTES, experiment_cost, record_bytes
 
     costs = [experiment_cost(p) for p in spec.points]
     trial_bytes = max(c["memory"] for c in costs) * (2 if spec.history else 1)
     workers = (os.cpu_count() or 1) if n_jobs < 0 else n_jobs
     cores = max(1, min(workers, os.cpu_count() or 1))
     total = len(spec.points) * spec.trials
-    return {"memory": total * record_bytes(spec.points[0]) + workers * trial_bytes, "trial_bytes": trial_bytes,
+    # a parallel run's workers are processes, each holding the interpreter and its libraries besides its trial
+    process = WORKER_BYTES * workers if workers > 1 and backend != "threading" else 0
+    return {"memory": total * record_bytes(spec.points[0]) + workers * trial_bytes + process,
+            "trial_bytes": trial_bytes,
             "seconds": spec.trials * sum(c["seconds"] for c in costs) / cores, "trials": total,
             "early_stop": any(c["early_stop"] for c in costs),
             "what": f"sweep {spec.name!r} ({len(spec.points)} points x {spec.trials} trials = {total} trials, the "
-                    f"largest trial about {trial_bytes / 2**20:.3g} MiB on each of {workers} worker(s))"}
+                    f"largest trial about {trial_bytes / 2**20:.3g} MiB on each of {workers} worker(s)"
+                    + (f", {workers} worker processes of about {WORKER_BYTES / 2**20:.0f} MiB each" if process else "")
+                    + ")"}
 
 
 def _dump_raw(raw: dict) -> str:
@@ -581,6 +598,9 @@ def _configure(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--scheduler", default=None, metavar="tcp://host:port",
                      help="dask.distributed scheduler address (with --backend dask; default: a local cluster)")
     sub.add_argument("--resume", action="store_true", help="continue DIR: skip the trials already finished")
+    from .cli import add_max_hours
+
+    add_max_hours(sub)
     bar = sub.add_mutually_exclusive_group()
     bar.add_argument("--progress", dest="progress", action="store_const", const=True, default=None,
                      help="always draw the progress bar")
@@ -598,14 +618,17 @@ def _run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     from .cost import format_bytes, format_seconds
 
-    cost = sweep_cost(spec, args.n_jobs)
+    cost = sweep_cost(spec, args.n_jobs, args.backend)
     eta = (f"at most roughly {format_seconds(cost['seconds'])} of computing (runs stop once their result is known; "
            f"an order-of-magnitude bound)") if cost["early_stop"] else (
         f"roughly {format_seconds(cost['seconds'])} of computing (an order-of-magnitude estimate)")
     print(f"{spec.name}: {cost['trials']} trials; estimated peak memory {format_bytes(cost['memory'])}, {eta}",
           flush=True)
-    records = run_sweep(spec, args.out, n_jobs=args.n_jobs, backend=args.backend, scheduler=args.scheduler,
-                        resume=args.resume, progress=args.progress)
+    from .cost import work_ceiling
+
+    with work_ceiling(args.max_hours):
+        records = run_sweep(spec, args.out, n_jobs=args.n_jobs, backend=args.backend, scheduler=args.scheduler,
+                            resume=args.resume, progress=args.progress)
     failed = sum(r["status"] != "ok" for r in records)
     print(f"{spec.name}: {len(spec.points)} points x {spec.trials} trials = {len(records)} trials finished "
           f"({failed} failed) in {args.out}; summarise with: python -m synth report {args.out}")

@@ -487,7 +487,8 @@ def test_atlas_cache_keeps_no_torn_line_after_a_full_disk(tmp_path, monkeypatch)
         fh.write(b'{"key": "torn", "ce')
     res = atlas.run_atlas(out, size="quick", only=["ifca-lemma1"])
     lines = cache.read_text().splitlines()
-    assert len(lines) == len(res["cells"]) == 4 and all(json.loads(x)["key"] != "torn" for x in lines)
+    keys = [json.loads(x)["key"] for x in lines]  # every line whole, one per cell
+    assert len(keys) == len(set(keys)) == len(res["cells"]) and "torn" not in keys
 
 
 # -- item 15: empty paths ------------------------------------------------------------------------------------------
@@ -561,3 +562,164 @@ def test_a_corrupt_leaf_file_is_named(tmp_path, content, fragment):
     with pytest.raises(DataError, match=fragment) as err:
         load_leaf("femnist", root)
     assert name in str(err.value)
+
+
+# -- items 6 and 7: memory and time refused up front, estimates checked against measured runs ------------------------
+
+ALGO_SETTINGS = {"ifca": {}, "global": {}, "local": {"local": "gd", "local_train_steps": 50}, "oneshot-kmeans": {},
+                 "local-kmeans": {}, "srfca": {"threshold": 1.0}, "oneshot-ifca": {"threshold": 1.0}, "clove": {},
+                 "cfl": {}, "kfed": {}, "pacfl": {}, "flexcfl": {}, "fesem": {}, "fedsoft": {}, "perfedavg": {},
+                 "fedala": {}}
+
+
+@pytest.fixture(scope="module")
+def _one_thread():
+    """Measurements on one thread (as every Monte Carlo trial runs) in CPU time, so that other processes sharing
+    the cores do not count; the libraries a fit imports are loaded first, so that the limit covers their pools."""
+    import scipy.cluster.hierarchy  # noqa: F401
+    import sklearn.cluster  # noqa: F401
+    import sklearn.metrics  # noqa: F401
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        yield
+
+
+@pytest.mark.parametrize("algo", sorted(ALGO_SETTINGS))
+def test_synth_time_estimate_is_within_10x_of_a_measured_run(algo, _one_thread):
+    import time
+
+    from synth.cost import experiment_cost
+    from synth.experiment import fit_experiment, validate_params
+
+    p = {"K": 2, "clients_per_cluster": 50, "n": 200, "d": 100, "rounds": 6, "algo": algo, "seed": 1,
+         **ALGO_SETTINGS[algo]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit_experiment({**p, "K": 2, "clients_per_cluster": 3, "n": 10, "d": 3, "rounds": 1})  # imports, kernel
+        start = time.process_time()
+        fit_experiment(p)
+        measured = time.process_time() - start
+    estimate = experiment_cost(validate_params(p))["seconds"]
+    assert 0.1 <= measured / estimate <= 10, (algo, measured, estimate)
+
+
+NETS_ALGOS = ["ifca", "global", "local", "oneshot-kmeans", "local-kmeans", "srfca", "oneshot-ifca", "clove", "cfl",
+              "kfed", "pacfl", "flexcfl", "fesem", "fedsoft", "perfedavg", "fedala", "fedproto", "fedpac"]
+
+
+@pytest.mark.parametrize("algo", NETS_ALGOS)
+def test_nets_time_estimate_is_within_10x_of_a_measured_run(algo, monkeypatch, _one_thread):
+    torch = pytest.importorskip("torch")
+    import time
+
+    import nets.experiment as E
+
+    seen = {}
+
+    def estimate(p, algo_params, fed, model, train, k, runs, start):
+        cost = E.work_cost({**p, "rounds": p["rounds"] - start}, algo_params, fed, model, k, runs,
+                           E.per_sample_seconds(model, train))
+        seen["estimate"] = cost["seconds"]
+
+    monkeypatch.setattr(E, "_check_work", estimate)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        p = {"dataset": "digits-rotated", "algo": algo, "clients": 8, "n_per_client": 40, "n_test": 10, "rounds": 4,
+             "local_steps": 3, "device": "cpu", "seed": 0}
+        if algo in ("srfca", "oneshot-ifca"):
+            p.update(threshold=1.0, trmean_steps=5)
+        E.run_experiment({**p, "rounds": 1})
+        start = time.process_time()
+        E.run_experiment(p)
+        measured = time.process_time() - start
+    finally:
+        torch.set_num_threads(threads)
+    assert 0.1 <= measured / seen["estimate"] <= 10, (algo, measured, seen["estimate"])
+
+
+@pytest.mark.parametrize("argv", [
+    ["--algo", "cfl", "--local-steps", "1000000000"],
+    ["--rounds", "1000000000", "--d", "2", "--n", "5"],
+    ["--algo", "srfca", "--threshold", "1", "--trmean-steps", "1000000000"],
+    ["--algo", "srfca", "--threshold", "1", "--n-refine", "1000000000"],
+    ["--algo", "clove", "--kmeans-n-init", "1000000000"],
+    ["--algo", "flexcfl", "--flexcfl-pretrain", "1000000000"],
+    ["--algo", "fesem", "--fesem-warmup", "1000000000"],
+    ["--algo", "local", "--local", "gd", "--local-train-steps", "1000000000"],
+], ids=["local-steps", "rounds", "trmean-steps", "n-refine", "kmeans-n-init", "flexcfl-pretrain", "fesem-warmup",
+        "local-train-steps"])
+def test_unbounded_work_is_refused_with_its_estimate(argv, capsys):
+    from synth.cli import main as synth_main
+
+    err = capsys.readouterr().err if synth_main(["run", *argv]) == 2 else "not refused"
+    _one_line(2, err, "roughly", "of computing")  # the time estimate, with the memory's where that is exceeded too
+    assert "above the 12 h ceiling" in err and "--max-hours" in err or "of memory" in err, err
+
+
+def test_the_time_ceiling_is_the_flags(tmp_path, capsys):
+    from synth.cli import main as synth_main
+
+    small = ["run", "--K", "2", "--clients-per-cluster", "3", "--n", "10", "--d", "3", "--rounds", "2"]
+    _one_line(synth_main([*small, "--max-hours", "1e-9"]), capsys.readouterr().err, "above the", "ceiling")
+    assert synth_main(small) == 0
+    (tmp_path / "tiny.toml").write_text(TINY_SPEC)
+    code = synth_main(["sweep", str(tmp_path / "tiny.toml"), "--out", str(tmp_path / "s"), "--max-hours", "1e-9"])
+    _one_line(code, capsys.readouterr().err, "sweep 'tiny'", "above the")
+    assert not (tmp_path / "s").exists()
+
+
+def test_memory_of_pairwise_matrices_and_worker_processes_is_refused_up_front(tmp_path, capsys):
+    from synth.cli import main as synth_main
+    from theory.cli import main as theory_main
+
+    _one_line(synth_main(["run", "--algo", "pacfl", "--clients-per-cluster", "50000", "--n", "5", "--d", "3"]),
+              capsys.readouterr().err, "pacfl, 100000 clients", "TiB of memory")
+    _one_line(theory_main(["check", "srfca-lemma4.6", "--clients-per-cluster", "100000"]), capsys.readouterr().err,
+              "srfca-lemma4.6", "GiB of memory")
+    (tmp_path / "tiny.toml").write_text(TINY_SPEC)
+    code = synth_main(["sweep", str(tmp_path / "tiny.toml"), "--out", str(tmp_path / "s"), "--n-jobs", "500"])
+    _one_line(code, capsys.readouterr().err, "500 worker processes of about 180 MiB")
+
+
+def test_nets_requests_beyond_memory_or_time_are_refused_before_training(monkeypatch, capsys):
+    pytest.importorskip("torch")
+    import nets.experiment as E
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("training started")
+
+    code, _, err = _nets(["run", *NETS_TINY, "--rounds", "1000000000"], capsys)
+    _one_line(code, err, "nets run --algo ifca", "roughly", "of computing")
+    code, _, err = _nets(["run", *NETS_TINY, "--algo", "fesem", "--rounds", "1", "--algo-param",
+                          "warmup_steps=1000000000"], capsys)
+    _one_line(code, err, "nets run --algo fesem", "is estimated at roughly", "--max-hours")
+    code, _, err = _nets(["run", *NETS_TINY, "--batch-size", "100000"], capsys)
+    _one_line(code, err, "batch_size must be at most the 10 training samples per client")
+    code, _, err = _nets(["run", *NETS_TINY[:2], "--clients", "100000000", "--device", "cpu"], capsys)
+    _one_line(code, err, "federation (100000000 clients", "of memory")
+    monkeypatch.setenv("CFLAB_MEMORY_LIMIT_MB", "200")
+    monkeypatch.setattr(E, "_hyper", no_fit)  # the estimate must come before the estimator is even built
+    code, _, err = _nets(["run", *NETS_TINY, "--algo", "local", "--rounds", "1"], capsys)
+    _one_line(code, err, "nets run --algo local", "of memory")
+
+
+def test_theory_trials_beyond_the_ceiling_are_refused(capsys):
+    from theory.cli import main as theory_main
+
+    _one_line(theory_main(["check", "srfca-lemma4.6", "--trials", "1000000", "--max-hours", "1"]),
+              capsys.readouterr().err, "srfca-lemma4.6 with --trials 1000000", "above the 1 h ceiling", "--max-hours")
+
+
+def test_a_backend_that_is_not_installed_is_refused_even_in_process(monkeypatch):
+    import sys
+
+    from synth.montecarlo import run_trials
+
+    monkeypatch.setitem(sys.modules, "ray.util.joblib", None)
+    from joblib.parallel import BACKENDS
+
+    monkeypatch.delitem(BACKENDS, "ray", raising=False)
+    with pytest.raises(ValueError, match="backend 'ray' needs Ray"):
+        run_trials(lambda params, seed: {"x": 1.0}, [{}], 1, n_jobs=1, backend="ray")

@@ -149,8 +149,10 @@ def test_time_estimate_uses_the_data_precision_and_bounds_early_stopping(tmp_pat
         'dtype = "float32"', 'dtype = "float64"').replace('stopping = "converged"', 'stopping = "fixed"')))
     cost64 = sweep_cost(as64, 2)
     assert not cost64["early_stop"]
-    assert cost64["seconds"] == pytest.approx(
-        cost["seconds"] * FLOPS_PER_SECOND["float32"] / FLOPS_PER_SECOND["float64"], rel=1e-12)
+    # the data passes are priced at the precision's rate; the costs that do not depend on it (drawing the data,
+    # Python-level calls) are the same
+    ratio = FLOPS_PER_SECOND["float32"] / FLOPS_PER_SECOND["float64"]
+    assert cost["seconds"] * 0.9 * ratio < cost64["seconds"] <= cost["seconds"] * ratio
     # the fixed 300 rounds of grid (a) in float32 on 2 cores: an hour, not days (measured 0.9-1.4 h of this
     # machine's cores, bench/results/ifca_projection_code_agreement.json)
     assert 0.3 * 3600 < cost["seconds"] < 3 * 3600
