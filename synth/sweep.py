@@ -619,9 +619,13 @@ def _run(args: argparse.Namespace) -> int:
     from .cost import format_bytes, format_seconds
 
     cost = sweep_cost(spec, args.n_jobs, args.backend)
-    eta = (f"at most roughly {format_seconds(cost['seconds'])} of computing (runs stop once their result is known; "
-           f"an order-of-magnitude bound)") if cost["early_stop"] else (
-        f"roughly {format_seconds(cost['seconds'])} of computing (an order-of-magnitude estimate)")
+    # the estimate is CPU time over the workers: wall time on that many idle cores (measured: ifca_fig3a_small at
+    # --n-jobs 2, estimate 1.07 min, 133 s of CPU = 66 s on 2 idle cores; 5.1 min of wall with the cores shared)
+    cores = max(1, min((os.cpu_count() or 1) if args.n_jobs < 0 else args.n_jobs, os.cpu_count() or 1))
+    where = f"on {cores} idle core{'s' if cores > 1 else ''}; longer when they are shared"
+    eta = (f"at most roughly {format_seconds(cost['seconds'])} of computing {where} (runs stop once their result is "
+           f"known; an order-of-magnitude bound)") if cost["early_stop"] else (
+        f"roughly {format_seconds(cost['seconds'])} of computing {where} (an order-of-magnitude estimate)")
     print(f"{spec.name}: {cost['trials']} trials; estimated peak memory {format_bytes(cost['memory'])}, {eta}",
           flush=True)
     from .cost import work_ceiling
