@@ -7,7 +7,8 @@ checkpoint file cannot run code when loaded.
 
 Two runs cannot share one checkpoint: :func:`load_checkpoint` takes an
 exclusive lock (``flock`` on ``FILE.lock``) that the run holds until
-:func:`release_checkpoint` or its exit, and every save writes its own
+:func:`release_checkpoint` (which removes ``FILE.lock``, so a finished run
+leaves none behind) or its exit, and every save writes its own
 uniquely named temporary file before the atomic rename.  A path that is a
 directory, or a file that is not a checkpoint (garbage, a pickle, another
 program's file), is refused with one line before training starts.
@@ -29,8 +30,8 @@ __all__ = ["load_checkpoint", "release_checkpoint", "save_checkpoint"]
 
 VERSION = 1
 _KEYS = ("version", "round", "models", "rng_state", "config", "history")
-# lock file descriptors held by this process, by checkpoint path
-_LOCKS: dict[str, int] = {}
+# lock files held by this process, by checkpoint path: (file descriptor, lock file path)
+_LOCKS: dict[str, tuple[int, Path]] = {}
 
 
 def _lock(path: Path) -> None:
@@ -43,20 +44,36 @@ def _lock(path: Path) -> None:
     except ImportError:  # pragma: no cover - no advisory locks on this platform
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    lock = path.with_name(path.name + ".lock")
+    while True:  # until the locked file is the one at the path (a releasing run may have just removed it)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise ValueError(f"checkpoint {path} is in use by another running experiment; wait for it to finish or "
+                             "choose another checkpoint file") from None
+        try:
+            same = os.stat(lock).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
         os.close(fd)
-        raise ValueError(f"checkpoint {path} is in use by another running experiment; wait for it to finish or "
-                         "choose another checkpoint file") from None
-    _LOCKS[key] = fd
+    _LOCKS[key] = (fd, lock)
 
 
 def release_checkpoint(path: str | os.PathLike) -> None:
-    """Release the lock :func:`load_checkpoint` took on ``path`` (a no-op when this process holds none)."""
-    fd = _LOCKS.pop(str(Path(path).resolve()), None)
-    if fd is not None:
+    """Release the lock :func:`load_checkpoint` took on ``path`` and remove its lock file (a no-op when this
+    process holds none).  The file is removed while still locked, and a run that locks it checks that the file
+    it locked is still the one at the path, so two runs never hold locks on two different files."""
+    held = _LOCKS.pop(str(Path(path).resolve()), None)
+    if held is not None:
+        fd, lock = held
+        try:
+            lock.unlink()
+        except FileNotFoundError:
+            pass
         os.close(fd)
 
 

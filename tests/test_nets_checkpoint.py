@@ -95,3 +95,29 @@ def test_cli_resumes_after_sigkill(tmp_path):
     whole = run_experiment(params)
     assert resumed["test_accuracy"] == whole["test_accuracy"] and resumed["ari"] == whole["ari"]
     assert resumed["test_loss"] == whole["test_loss"]
+
+
+def test_a_finished_run_leaves_no_lock_file_and_a_held_lock_refuses_others(tmp_path):
+    from nets.checkpoint import release_checkpoint
+
+    ckpt = tmp_path / "run.ckpt"
+    lock = tmp_path / "run.ckpt.lock"
+    assert load_checkpoint(ckpt) is None and lock.exists()  # held while the run trains
+    code = ("import sys; from nets.checkpoint import load_checkpoint\n"
+            "try:\n    load_checkpoint(sys.argv[1])\nexcept ValueError as e:\n    print(e); sys.exit(3)\n")
+    other = subprocess.run([sys.executable, "-c", code, str(ckpt)], capture_output=True, text=True)
+    assert other.returncode == 3 and "in use" in other.stdout
+    release_checkpoint(ckpt)
+    assert not lock.exists()
+    # a later run locks a fresh file, and another process can take it once that run is done
+    assert load_checkpoint(ckpt) is None and lock.exists()
+    release_checkpoint(ckpt)
+    assert subprocess.run([sys.executable, "-c", code, str(ckpt)], capture_output=True).returncode == 0
+    assert not lock.exists() or lock.stat().st_size == 0  # the other process exited holding it: an empty file
+
+
+def test_a_finished_nets_run_removes_its_lock_file(tmp_path):
+    ckpt = tmp_path / "c.ckpt"
+    run_experiment({"dataset": "digits-rotated", "algo": "ifca", "clients": 8, "n_per_client": 10, "rounds": 2,
+                    "seed": 0, "checkpoint": str(ckpt)})
+    assert ckpt.exists() and not (tmp_path / "c.ckpt.lock").exists()
