@@ -44,8 +44,8 @@ def _entries(statuses: dict[str, Status], targets: dict, size: str):
         t = targets[name]
         if st.state == "done":
             entries.append((name, t.paper, data_kind(t.kind, st.data.get("run_size", size)), st.rows))
-        elif st.state != "unreadable":
-            pending.append((name, t.paper, f"{st.state}: {st.reason}"))
+        elif st.state not in ("unreadable", "not run"):  # never run in this folder (e.g. outside --only): the
+            pending.append((name, t.paper, f"{st.state}: {st.reason}"))  # target table lists it, the headline not
     return entries, pending
 
 

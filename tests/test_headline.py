@@ -251,3 +251,18 @@ def test_a_quick_headline_points_to_the_real_data_and_shows_the_stored_rows(tmp_
     paper = _tables(text)["Real data and stored paper-scale runs"]
     assert [(r["data"], r["within ±"]) for r in paper] == [("stored paper-scale runs", "1")]
     assert "Where the real-data verdicts are" not in headline(tmp_path, targets, "medium", statuses)
+
+
+def test_targets_never_run_in_the_folder_are_left_out_of_the_headline(tmp_path):
+    # `paper_repro.py --only X`: the other targets have no status file; the target table lists them, the headline not
+    from figures import load_targets
+    from figures.assemble import headline
+    from figures.status import Status
+
+    targets = load_targets()
+    statuses = {name: Status(name, tmp_path, "not run", reason="no status file in this output folder")
+                for name in targets}
+    statuses["clove-table3"] = Status("clove-table3", tmp_path, "pending", {}, "no data")
+    text = headline(tmp_path, targets, "quick", statuses)
+    assert "`clove-table3`" in text and "no data" in text
+    assert "no status file" not in text and "`ifca-fig3a`" not in text
