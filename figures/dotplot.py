@@ -63,8 +63,9 @@ def dot_plot(folder: Path, stem: str, dots: list[Dot], *, xlabel: str, title: st
                 if vals.size >= MIN_BAND:
                     sd = float(vals.std(ddof=1))
                     lo, hi = max(mean - sd, bounds[0]), min(mean + sd, bounds[1])
-                    ax.errorbar([mean], [y + _OFFSET], xerr=[[mean - lo], [hi - mean]], fmt="none", ecolor=colour,
-                                elinewidth=1.6, capsize=2.5, zorder=3)
+                    bars = ax.errorbar([mean], [y + _OFFSET], xerr=[[mean - lo], [hi - mean]], fmt="none",
+                                       ecolor=colour, elinewidth=1.6, capsize=2.5, zorder=3)
+                    bars.lines[2][0].set_gid(f"band n={vals.size}")  # checked by figures.figcheck
                     spread = True
                 ax.scatter(vals, np.full(vals.size, y + _OFFSET), s=9, color=colour, alpha=0.45, linewidths=0,
                            zorder=2)

@@ -148,12 +148,14 @@ def _title(fig) -> str:
 
 
 def _bands(fig) -> list[str]:
-    from matplotlib.collections import PolyCollection
+    from matplotlib.collections import LineCollection, PolyCollection
 
     bad = []
     for ai, ax in enumerate(fig.axes):
         for c in ax.collections:
-            if not isinstance(c, PolyCollection):
+            if isinstance(c, LineCollection) and (c.get_gid() or "").startswith("band n="):
+                pass  # a whisker marked with its count (figures.dotplot)
+            elif not isinstance(c, PolyCollection):
                 continue
             m = re.fullmatch(r"band n=(\d+)", c.get_gid() or "")
             if m is None:

@@ -159,3 +159,22 @@ def test_stand_in_and_synthetic_numbers_are_never_held_to_the_papers_pm(checked)
     for name, st in status.items():
         for r in st.get("rows", []) if st["status"] == "done" else []:
             assert classify(r) not in ("within", "outside", "equal", "differs"), (name, kinds[name], r)
+
+
+def test_dot_plot_whiskers_only_from_three_seeds(tmp_path, monkeypatch):
+    from figures.dotplot import Dot, dot_plot
+
+    seen = {}
+
+    def keep(fig, path, **kw):
+        seen["gids"] = [c.get_gid() for ax in fig.axes for c in ax.collections if c.get_gid()]
+        seen["problems"] = check_figure(fig)
+
+    monkeypatch.setattr(style, "save_figure_atomic", keep)
+    title = style.face("IFCA Table I reproduced", "rotated 8x8 digits", "m = 16 clients of n = 25", "3 seeds")
+    dot_plot(tmp_path, "x", [Dot("p", "IFCA", [90, 91, 93], 94.2, 0.03), Dot("p", "Global", [80, 82], 86.7, 0.1)],
+             xlabel="test accuracy %", title=title, bounds=(0, 100))
+    assert seen["gids"] == ["band n=3"] and seen["problems"] == []  # Global's two seeds: points, no whisker
+    fig, axes = _fig()
+    axes[0][0].errorbar([1], [1], xerr=[0.5]).lines[2][0].set_gid("band n=2")
+    assert any("from 2 values" in b for b in check_figure(fig))
