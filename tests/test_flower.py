@@ -7,6 +7,10 @@ parameters.  Skipped without the ``flower`` extra.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -92,6 +96,23 @@ def test_runs_are_not_trivial(flower_runs):
     srfca = flower_runs["srfca"].round_labels
     assert len({tuple(r) for r in srfca}) > 1
     assert all(s.record["test_accuracy"] > 0.125 for s in flower_runs.values())
+
+
+def test_command_line_prints_the_nets_run_record():
+    """``python -m nets flower ... --json``: one JSON object, the ``nets run`` record of the same flags."""
+    flags = ["--algo", "ifca", "--dataset", "digits-rotated", "--clients", "4", "--n-per-client", "20", "--rounds",
+             "1", "--local-steps", "2", "--seed", "3", "--json"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-m", "nets", "flower", *flags], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600, env=env)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    want = experiment.run_experiment({"algo": "ifca", "dataset": "digits-rotated", "clients": 4, "n_per_client": 20,
+                                      "rounds": 1, "local_steps": 2, "seed": 3})
+    assert set(got) == set(want) | {"flower"}
+    assert got["test_accuracy"] == pytest.approx(want["test_accuracy"], abs=1e-4)
+    assert (got["ari"], got["n_clusters"]) == (want["ari"], want["n_clusters"])
+    assert out.stderr == ""  # Flower's and Ray's logs stay quiet without --verbose
 
 
 def test_run_config_of_pyproject_is_a_valid_experiment():

@@ -92,7 +92,8 @@ def member(experiment: dict, partition: int) -> Member:
                                memory_budget=(p["memory_mb"] or (4096 if model.device.type == "cuda" else 256)) * 2**20)
     facts = {"model": name, "input_shape": list(fed.input_shape), "n_classes": int(fed.n_classes),
              "vocab_size": fed.vocab_size, "input_float": bool(np.issubdtype(fed.X.dtype, np.floating)),
-             "n_per_client": int(fed.X.shape[1]), "notes": list(fed.notes) + list(note), "n_clients": fed.n_clients}
+             "n_per_client": int(fed.X.shape[1]), "notes": list(fed.notes) + list(note), "n_clients": fed.n_clients,
+             "device": str(model.device)}
     cluster = -1 if fed.clusters is None else int(fed.clusters[partition])
     _MEMBERS[(key, partition)] = out = Member(train, test, cluster, facts)
     return out

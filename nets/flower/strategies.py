@@ -18,6 +18,11 @@ the same settings take the same decisions (``tests/test_flower.py`` checks it). 
   and matches clusters to models, then the assigned model out, the local model back.
 * Local: each client's local model back.
 
+Order and sampling.  Flower's node sampling is not used: the estimator draws each round's clients from its own
+seeded generator (IFCA's ``M_t``, CLoVE's ``M^(t)``) exactly as in ``nets run``, each SuperNode is mapped to its
+partition once, and the answers are put in client order whatever order they arrive in, so a run is deterministic
+for any number of simulation actors.
+
 After the fit, one ``evaluate.scores`` exchange scores the models on the clients' test data by the paper's rule
 (IFCA's min-loss rule, SR-FCA's and CLoVE's cluster rule, Local's own model).
 
@@ -380,7 +385,7 @@ class FlowerStrategy(Strategy):
             **clustering_scores(labels, truth),
             "n_clusters": int(res.n_clusters), "rounds": int(p["rounds"]) if spec.restarts else int(res.rounds),
             "clients": m, "n_per_client": int(facts["n_per_client"]), "n_params": model.n_params,
-            "seconds": seconds, "device": str(device), "batched": True, "unassigned": final["unassigned"],
+            "seconds": seconds, "device": facts["device"], "batched": True, "unassigned": final["unassigned"],
             "resumed_from_round": None, "notes": list(facts["notes"]),
             "algo_params": dict(sorted(self.algo_params.items())),
         }
@@ -410,11 +415,9 @@ class FlowerStrategy(Strategy):
     def evaluate(self, models, rule: str, labels: np.ndarray | None = None) -> dict:
         """Test loss and accuracy of ``models`` by ``rule`` (:func:`nets.evaluate.evaluate`), on the clients that
         answer: a client with a label is sent its cluster's model only, the others every model."""
-        M = np.asarray(models)
-        M = torch.as_tensor(M).numpy() if not isinstance(M, np.ndarray) else M
+        M = np.asarray(models.detach().cpu() if isinstance(models, torch.Tensor) else models)
         m = len(self._nodes)
-        dtype = np.float64 if self.p["dtype"] == "float64" else np.float32
-        M = M.astype(dtype, copy=False)
+        M = M.astype(np.float64 if self.p["dtype"] == "float64" else np.float32, copy=False)
         lab = np.full(m, -1, dtype=np.int64) if labels is None else np.asarray(labels, dtype=np.int64)
         rows = [M if j < 0 else M[j:j + 1] for j in lab]
         each = [{"rule": rule, "label": 0 if j >= 0 else -1} for j in lab]
