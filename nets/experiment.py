@@ -333,9 +333,11 @@ def run_experiment(params: dict[str, Any], *, history: bool = False, batched: bo
                          explicit=tuple(algo_params or ()))
     recorder.offset = start
     t0 = time.perf_counter()
-    est.fit(train)
-    if p["checkpoint"]:
-        release_checkpoint(p["checkpoint"])  # taken by load_checkpoint: one run per checkpoint file at a time
+    try:
+        est.fit(train)
+    finally:
+        if p["checkpoint"]:  # taken by load_checkpoint: one run per checkpoint file at a time, failed or not
+            release_checkpoint(p["checkpoint"])
     seconds = time.perf_counter() - t0 + (ckpt["history"].get("seconds", 0.0) if ckpt else 0.0)
     res = est.result_
     final = _score(test, res, spec.rule, truth)
