@@ -141,6 +141,8 @@ def parse_cfl(text: str) -> dict:
         key = key.strip().replace("-", "_")
         if not sep or key not in CFL_KEYS:
             raise ValueError(f"cfl: expected KEY=VALUE with KEY one of {', '.join(CFL_KEYS)}, got {item!r}")
+        if key in out:
+            raise ValueError(f"cfl: {key} is given twice; give each key once")
         spec = PARAMS[key]
         try:
             typed = {"int": int, "float": float}.get(spec.kind, str)(value.strip())

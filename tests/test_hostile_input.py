@@ -641,7 +641,7 @@ def test_nets_time_estimate_is_within_10x_of_a_measured_run(algo, monkeypatch, _
 
 @pytest.mark.parametrize("argv", [
     ["--algo", "cfl", "--local-steps", "1000000000"],
-    ["--rounds", "1000000000", "--d", "2", "--n", "5"],
+    ["--rounds", "500000000", "--K", "1", "--clients-per-cluster", "1", "--d", "2", "--n", "5"],
     ["--algo", "srfca", "--threshold", "1", "--trmean-steps", "1000000000"],
     ["--algo", "srfca", "--threshold", "1", "--n-refine", "1000000000"],
     ["--algo", "clove", "--kmeans-n-init", "1000000000"],
@@ -723,3 +723,28 @@ def test_a_backend_that_is_not_installed_is_refused_even_in_process(monkeypatch)
     monkeypatch.delitem(BACKENDS, "ray", raising=False)
     with pytest.raises(ValueError, match="backend 'ray' needs Ray"):
         run_trials(lambda params, seed: {"x": 1.0}, [{}], 1, n_jobs=1, backend="ray")
+
+
+def test_estimator_errors_and_divergence_name_the_run_flags(capsys):
+    from synth.cli import main as synth_main
+
+    small = ["run", "--K", "2", "--clients-per-cluster", "3", "--n", "20", "--d", "3", "--rounds", "3"]
+    _one_line(synth_main([*small, "--algo", "pacfl", "--pacfl-p", "1000"]), capsys.readouterr().err,
+              "--pacfl-p (n_subspace) must be an integer in")
+    _one_line(synth_main([*small, "--algo", "kfed", "--kfed-local-clusters", "1000"]), capsys.readouterr().err,
+              "--kfed-local-clusters (local_clusters) must be")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        code = synth_main([*small, "--family", "logistic", "--reg", "1e300"])
+    err = capsys.readouterr().err
+    _one_line(code, err, "diverged", "with --reg 1e+300", "lower --reg")
+    _one_line(synth_main([*small, "--algo", "local", "--n", "2", "--d", "5"]), capsys.readouterr().err,
+              "--local gd")
+
+
+def test_a_repeated_cfl_key_is_refused():
+    from figures.netcommon import parse_cfl
+
+    with pytest.raises(ValueError, match="cfl: eps1 is given twice"):
+        parse_cfl("eps1=1,eps1=2")
+    assert parse_cfl("eps1=1,eps2=2") == {"eps1": 1.0, "eps2": 2.0}
