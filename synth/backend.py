@@ -556,8 +556,8 @@ class GLMBackend:
         d = self.n_params
         if self.family == "linear" and self.n_samples.min() <= d:
             raise ValueError(f"exact ERM (OLS) needs n > d samples per client; got min n = "
-                             f"{self.n_samples.min()} with d = {d}; use method='gd' (estimators: local='gd', --local gd) or "
-                             "more samples")
+                             f"{self.n_samples.min()} with d = {d}; use method='gd' (estimators: local='gd', "
+                             "--local gd) or more samples")
         out = np.empty((self.n_clients, d))
         eye = np.eye(d)
         for pos, Xb, yb, inv_n, mask in self._blocks(None):
