@@ -315,7 +315,7 @@ def _table_target(artifact: str, mixings: list[str], metric: str, scale: float, 
         if out:
             figs, names = _dots(folder, out, f"clove_{artifact.lower().replace(' ', '')}",
                                 what + (" %" if scale == 100 else ""), scale,
-                                face(f"CLoVE {artifact} reproduced ({title.split(': ', 1)[1]})",
+                                face(f"CLoVE {artifact} reproduced: {title.split(': ', 1)[1]}",
                                      data_used(ctx, "MNIST"), _size(ctx, mixings), seeds_text(_seeds(ctx))),
                                 bounds=(0.0, 100.0) if scale == 100 else (-1.0, 1.0))
             files += names
@@ -344,11 +344,12 @@ def _conv_target(artifact: str, mixings: list[str]):
         rows, out = [], []
         pub_algos = list(dict.fromkeys(p.row for p in table("CLoVE", artifact)))
         folder = ctx.folder(name := f"clove-{artifact.lower().replace(' ', '')}")
-        fig, axes = new_figure(1, len(mixings), width=4.2, height=3.6, sharey=True)
+        ncols = min(2, len(mixings))  # four mixings in a 2 x 2 grid: one row of four is too wide to read
+        fig, axes = new_figure(math.ceil(len(mixings) / ncols), ncols, width=4.6, height=3.4, sharey=True)
         clove_first = {}  # per (mixing, column): CLoVE's first round with ARI >= 0.9 per seed (never: rounds + 1)
         for mi, mixing in enumerate(mixings):
             runs = _sup_runs(ctx, mixing)
-            ax = axes[0][mi]
+            ax = axes[mi // ncols][mi % ncols]
             for col, base, why in _image_columns(ctx):
                 # medium: fewer samples, rounds and the MLP (_reduced) change how fast clusters form
                 reason = substitute_reason(ctx, base, _reduced(ctx))
@@ -391,9 +392,9 @@ def _conv_target(artifact: str, mixings: list[str]):
             ax.set_title(mixing, fontsize=9)
             ax.set_xlabel("round")
             integer_ticks(ax.xaxis)
-            if mi == 0:
+            if mi % ncols == 0:
                 ax.set_ylabel("ARI")
-        figure_legend(fig, axes[0], ncol=3)  # below the panels: inside one it would cover the curves
+        figure_legend(fig, axes.ravel(), ncol=3)  # below the panels: inside one it would cover the curves
         suptitle(fig, face(f"CLoVE {artifact} reproduced: ARI per round (MNIST column); dotted: ARI 0.9 and round 10",
                            data_used(ctx, "MNIST"), _size(ctx, mixings), seeds_text(_seeds(ctx))))
         names = save(fig, folder, f"clove_{artifact.lower().replace(' ', '')}")
@@ -759,7 +760,8 @@ def fig4(ctx: Context) -> Section:
     rows.append(claim_row("CLoVE: own model has the row minimum (share of the 10 rows, per seed)",
                           claim("CLoVE", "clove-diagonal-min"), f"{diag}", equal_claim({"CLoVE": diag}, 1.0), note))
     used = checks["IFCA"]["used_models"]
-    rows.append(claim_row("IFCA: models in use (per seed)", claim("CLoVE", "ifca-3-models"), f"{used} of 10 models",
+    rows.append(claim_row("IFCA: models in use (per seed)", claim("CLoVE", "ifca-3-models"),
+                          f"{[int(u) for u in used]} of 10 models",
                           equal_claim({"IFCA": used}, 3.0), note))
     for other, cid, what in (("FedAvg", "clove-beats-fedavg", "CLoVE below FedAvg in every row"),
                              ("Local-only", "clove-beats-local", "CLoVE diagonal below Local-only's")):

@@ -240,7 +240,7 @@ def headline_markdown(tallies: dict[tuple[str, str], Tally], pending: list[tuple
         by_reason: dict[str, list[str]] = {}
         for n, _, why in pending:
             by_reason.setdefault(why, []).append(f"`{n}`")
-        lines.append("Targets without results at this size:")
+        lines += ["Targets without results at this size:", ""]
         lines += [f"- {why}: {', '.join(names)}" for why, names in by_reason.items()]
         lines.append("")
     if systems:

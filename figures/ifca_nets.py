@@ -149,7 +149,7 @@ def table1(ctx: Context) -> Section:
     if table:
         data = "rotated MNIST" if ctx.real else "rotated 8x8 digits standing in for MNIST"
         ran = [c for c in cols if "skip" not in c]
-        size = (", ".join(f"(m, n) = ({c['m']}, {c['n']})" for c in ran) + f", {rounds} rounds")
+        size = _mn(ran) + f", {rounds} rounds"
         figs, names = _dot_figure(folder, table, "ifca_table1", face("IFCA Table I reproduced (test accuracy %)",
                                                                       f"{data} ({ctx.size} run)", size,
                                                                       seeds_text(seeds)))
@@ -159,6 +159,11 @@ def table1(ctx: Context) -> Section:
              f"{seeds} seed(s), {rounds} rounds, model averaging with τ = 10 local steps of step size 0.1 "
              f"(MNIST), IFCA and global tested by the min-loss rule. {_size_note(ctx)}")
     return build_section("IFCA Table I", intro, "ifca-table1", figs, rows, files)
+
+
+def _mn(cols: list[dict]) -> str:
+    """The (m, n) of the columns run, for a title (no space inside a pair, so a wrapped line keeps it whole)."""
+    return "(m,n) ∈ {" + ", ".join(f"({c['m']},{c['n']})" for c in cols) + "}"
 
 
 def _size_note(ctx: Context) -> str:
@@ -234,12 +239,12 @@ def fig4(ctx: Context) -> Section:
         rows.append(claim_row(f"{c['column']}: rounds until every identity is right", cl, rep, verdict))
     ax.set_xlabel("communication round")
     integer_ticks(ax.xaxis)
-    ax.set_ylabel("identity accuracy = 1 − misclustering")
+    ax.set_ylabel("identity accuracy\n(1 − misclustering)")
     ax.set_ylim(-0.03, 1.03)
     data = "rotated MNIST" if ctx.real else "rotated 8x8 digits standing in for MNIST"
     ran = [c for c in cols if "skip" not in c]
     suptitle(fig, face("IFCA Fig. 4 reproduced (accuracy of the cluster identities per round)", f"{data} "
-                       f"({ctx.size} run)", ", ".join(f"(m, n) = ({c['m']}, {c['n']})" for c in ran) +
+                       f"({ctx.size} run)", _mn(ran) +
                        f", {rounds} rounds", seeds_text(seeds)))
     figure_legend(fig, [ax], ncol=2)
     names = save(fig, folder, "ifca_fig4")
