@@ -349,6 +349,7 @@ class _Split:
 
     def __init__(self):
         self.seconds = dict.fromkeys(_SHARES, 0.0)
+        self.round_ends: dict[int, float] = {}  # round -> CPU clock when the estimator's monitor saw it end
         self._depth = 0
         self._saved = []
 
@@ -376,6 +377,17 @@ class _Split:
                 if hasattr(obj, attr):
                     self._saved.append((obj, attr, getattr(obj, attr)))
                     setattr(obj, attr, self._wrap(share, getattr(obj, attr)))
+        from nets.experiment import _Recorder
+
+        monitor = _Recorder.__call__
+
+        def stamped(rec, t, *args, **kwargs):  # the last call of a round (IFCA: one per restart) ends it
+            out = monitor(rec, t, *args, **kwargs)
+            self.round_ends[int(t) + rec.offset] = time.process_time()
+            return out
+
+        self._saved.append((_Recorder, "__call__", monitor))
+        _Recorder.__call__ = stamped
         return self
 
     def __exit__(self, *exc):
@@ -396,7 +408,7 @@ def _time_point(point: dict, seed: int, rounds: int, data_dir: str | None) -> tu
         t0 = time.process_time()
         nets_trial(p, seed)
         total = time.process_time() - t0
-    return total, split.seconds
+    return total, dict(split.seconds, round_ends=split.round_ends)
 
 
 def measure(cell_list: list[Cell], root: Path = HERE, data_dir: str | None = None, limit_s: float | None = None,
@@ -427,15 +439,24 @@ def measure(cell_list: list[Cell], root: Path = HERE, data_dir: str | None = Non
             # the first run of a process loads the data files (cached after): the data share is left out of the
             # difference and counted whole in the setup
             d1, d2 = s1["data"], s2["data"]
-            per_round = max((t2 - d2) - (t1 - d1), 0.05 * (t2 - d2))  # noise can make the difference small
-            setup = max(t1 - d1 - per_round, 0.0) + max(d1, d2)
+            ends = s2.pop("round_ends"), s1.pop("round_ends")
+            stamps = [ends[0][k] for k in sorted(ends[0])]
+            if rounds > 1 and len(stamps) == 2:
+                # the estimator's monitor ends every round: the second round's CPU time, without the setup noise
+                per_round = stamps[1] - stamps[0]
+                how = "second round, between the monitor's calls"
+            else:  # no monitor call per round (Local; SR-FCA's are per stage): the difference of the two runs
+                per_round = max((t2 - d2) - (t1 - d1), 0.05 * (t2 - d2))  # noise can make the difference small
+                how = "2-round run minus 1-round run"
+            setup = max(t2 - d2 - 2 * per_round, 0.0) + max(d1, d2)
             round_split = {k: max(s2[k] - s1[k], 0.0) for k in s1 if k != "data"}
             round_split["other"] = max(per_round - sum(round_split.values()), 0.0)
             timings = read()
             timings[_timing_key(req)] = {
                 "cell": cell.name, "algo": req.point.get("algo"), "dataset": req.point.get("dataset"),
                 "seconds_1_round": t1, "seconds_2_rounds": t2, "seconds_per_round": per_round,
-                "setup_seconds": setup, "round_split_seconds": round_split, "setup_split_seconds": s1,
+                "setup_seconds": setup, "per_round_from": how, "round_split_seconds": round_split,
+                "setup_split_seconds": s1,
                 "commit": commit(), "load_average": list(os.getloadavg()),
                 "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
             write_json_atomic(path, timings)
