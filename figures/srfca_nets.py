@@ -422,7 +422,8 @@ def table4(ctx: Context) -> Section:
     files = [write_table(folder / "stages.csv", list(table[0]) if table else ["column"], table)]
     files.append(write_rows(rows, folder / "comparison.csv"))
     figs = []
-    shown = [r for r in table if r["seeds"] > 0]  # a column with no finished stage has no panel
+    # a stage no seed reached shows the paper's value alone (its row says why: "the run has no such stage")
+    shown = table
     if shown:
         names = dot_plot(folder, "srfca_table4", [Dot(r["column"], r["stage"], r["values"], r["published"],
                                                       r["published_pm"]) for r in shown],
