@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from .store import TrialStore, read_meta
+from .store import TrialStore, fingerprint_of, read_meta, seed_for
 from .validation import check_choice, check_int
 
 __all__ = [
@@ -53,7 +53,6 @@ __all__ = [
     "code_hash",
     "comparable",
     "fingerprint",
-    "fingerprint_of",
     "known_backends",
     "run_trials",
     "show_progress",
@@ -78,9 +77,8 @@ def trial_seed(root_seed: int | np.random.SeedSequence, point: int, trial: int) 
     trial = check_int("trial", trial, low=0)
     if isinstance(root_seed, np.random.SeedSequence):
         ss = np.random.SeedSequence(root_seed.entropy, spawn_key=tuple(root_seed.spawn_key) + (point, trial))
-    else:
-        ss = np.random.SeedSequence(check_int("root_seed", root_seed, low=0), spawn_key=(point, trial))
-    return int(ss.generate_state(1, np.uint64)[0] >> np.uint64(1))
+        return int(ss.generate_state(1, np.uint64)[0] >> np.uint64(1))
+    return seed_for(check_int("root_seed", root_seed, low=0), point, trial)  # the store checks seeds with it too
 
 
 def show_progress(progress: bool | None = None) -> bool:
@@ -109,15 +107,7 @@ def fingerprint(points: Sequence[dict], root_seed: int | np.random.SeedSequence,
     """
     root = (list(root_seed.entropy) if isinstance(root_seed.entropy, Sequence) else root_seed.entropy,
             list(root_seed.spawn_key)) if isinstance(root_seed, np.random.SeedSequence) else root_seed
-    return fingerprint_of(points, root, _callable_id(trial_fn))
-
-
-def fingerprint_of(points: Sequence[dict], root: Any, trial_id: str) -> str:
-    """:func:`fingerprint` from the JSON a store's ``meta.json`` keeps (points, root seed, trial function's id),
-    so that a reader can check that the points were not edited after the store was written."""
-    blob = json.dumps({"points": list(points), "root_seed": root, "trial_fn": trial_id},
-                      sort_keys=True, allow_nan=False, default=_plain)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return fingerprint_of(list(points), root, _callable_id(trial_fn))
 
 
 def _plain(obj: Any) -> Any:

@@ -55,8 +55,10 @@ __all__ = [
     "check_meta",
     "check_record",
     "read_meta",
+    "fingerprint_of",
     "read_records",
     "regular_file",
+    "seed_for",
     "save_figure_atomic",
     "verify_records",
     "write_json_atomic",
@@ -343,8 +345,6 @@ def _check_legacy(meta: dict, directory: Path, path: Path) -> None:
     points, root, trial_id = meta.get("points"), meta.get("root_seed"), meta.get("trial_fn")
     if isinstance(points, list) and isinstance(trial_id, str) and isinstance(root, int) \
             and not isinstance(root, bool):
-        from .montecarlo import fingerprint_of
-
         try:
             same = fingerprint_of(points, root, trial_id) == meta["fingerprint"]
         except (TypeError, ValueError):
@@ -366,15 +366,31 @@ def _check_legacy(meta: dict, directory: Path, path: Path) -> None:
             raise StoreError(f"{path}: its spec differs from {toml_path} (one of them was edited after the sweep "
                              "wrote them); restore it, or rerun the sweep into a new directory")
         if raw is not None and "success" in spec:
-            from .sweep import _parse_success
-
-            try:
-                parsed = _parse_success(raw.get("success", {}))
-            except (TypeError, ValueError):
-                parsed = None
+            # the canonical form synth.sweep gives the [success] table: metric as a list, the bound as written
+            table = raw.get("success", {}) if isinstance(raw.get("success", {}), dict) else {}
+            metric = table.get("metric", "success")
+            parsed = {"metric": [metric] if isinstance(metric, str) else metric,
+                      **{b: table[b] for b in ("max", "min") if b in table}}
             if parsed != spec["success"]:
                 raise StoreError(f"{path}: its success criterion differs from the one in {toml_path} (meta.json was "
                                  "edited); restore it, or rerun the sweep into a new directory")
+
+
+def fingerprint_of(points: list, root: Any, trial_id: str) -> str:
+    """SHA-256 of what determines every trial's result -- the points, the root seed, the trial function's id -- as
+    :func:`synth.montecarlo.fingerprint` computes it, from the JSON a store's ``meta.json`` keeps."""
+    blob = json.dumps({"points": list(points), "root_seed": root, "trial_fn": trial_id},
+                      sort_keys=True, allow_nan=False, default=_json_default)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def seed_for(root: int, point: int, trial: int) -> int:
+    """The integer seed of trial ``trial`` at point ``point``: ``SeedSequence(root, spawn_key=(point, trial))``'s
+    first 64-bit word without its top bit (:func:`synth.montecarlo.trial_seed`, which validates and calls this)."""
+    import numpy as np
+
+    ss = np.random.SeedSequence(root, spawn_key=(point, trial))
+    return int(ss.generate_state(1, np.uint64)[0] >> np.uint64(1))
 
 
 def _typed_metrics(meta: dict | None) -> tuple[str, ...]:
@@ -417,9 +433,7 @@ def verify_records(records: list[dict], meta: dict | None, path: str | os.PathLi
         bound = meta.get("trials") if root is None and isinstance(meta.get("trials"), int) else None
     metrics = _typed_metrics(meta)
     seen: dict[tuple[int, int], tuple[dict, int]] = {}
-    seed_of = None
-    if root is not None:
-        from .montecarlo import trial_seed as seed_of
+    seed_of = seed_for if root is not None else None
     for rec, line in zip(records, lines, strict=True):
         where = f"{path}, line {line}"
         p, t = rec["point"], rec["trial"]
