@@ -71,7 +71,7 @@ def _run(ctx: Context, folder: str, trial_fn: Callable, spec: ExperimentSpec, po
          desc: str | None) -> list[dict[str, Any]]:
     trials, seed = spec.trials, spec.seed
     if ctx.stored is not None:
-        from .campaign import stored_records as campaign_records
+        from .campaign_store import stored_records as campaign_records
 
         return campaign_records(ctx, folder, spec, trial_fn)
     store = ctx.folder(folder) / f"store-{ctx.size}"

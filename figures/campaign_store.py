@@ -1,0 +1,94 @@
+"""The campaign's store of runs: one JSON per run, ``figures/measured/<folder>/<algo>-<key>.json``, keyed by what the
+run computes (its folder, point and seed), and the records the targets read from it under ``Context(stored=...)``
+(see :mod:`figures.campaign`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from synth.montecarlo import trial_seed
+from synth.spec import callable_name
+from synth.store import StoreError
+
+__all__ = ["RunRequest", "load_run", "run_point", "stored_records"]
+
+# keys of a point that do not change what a run computes (where it runs, where its files are)
+_PLACE_KEYS = ("checkpoint_dir", "data_dir", "device")
+
+
+
+def run_point(point: dict) -> dict:
+    """A point without the keys that say only where a run runs (device, data and checkpoint folders)."""
+    return {k: v for k, v in point.items() if k not in _PLACE_KEYS}
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One run a target asks for at full size: trial ``trial`` of point ``point_index`` of run folder ``folder``."""
+
+    target: str
+    folder: str
+    point_index: int
+    trial: int
+    point: dict = field(hash=False, compare=False)
+    seed: int = 0
+    trial_fn: str = ""
+
+    @property
+    def key(self) -> str:
+        """A digest of what the run computes: its folder, point and seed."""
+        text = json.dumps({"folder": self.folder, "point": run_point(self.point), "seed": self.seed}, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def path(self, root: Path) -> Path:
+        """Where the run's JSON is kept under ``root``."""
+        algo = re.sub(r"[^a-z0-9-]", "", str(self.point.get("algo", "run")))
+        return Path(root) / self.folder / f"{algo}-{self.key}.json"
+
+
+def load_run(path: Path, request: RunRequest | None = None) -> dict | None:
+    """The stored run at ``path`` (None when there is none); a file that is not a run of ``request`` is an error
+    naming the file, never silently read as another run."""
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise StoreError(f"{path}: not a readable campaign run ({type(exc).__name__}: {exc}); delete it to rerun "
+                         "that run") from None
+    if not isinstance(data, dict) or not isinstance(data.get("result"), dict):
+        raise StoreError(f"{path}: not a campaign run (no 'result' object); delete it to rerun that run")
+    if request is not None:
+        if (data.get("folder"), data.get("seed")) != (request.folder, request.seed) or \
+                run_point(data.get("point") or {}) != run_point(request.point):
+            raise StoreError(f"{path}: holds another run (its folder, point or seed differ from the file name's); "
+                             "delete it to rerun that run")
+    return data
+
+
+def stored_records(ctx, folder: str, spec, trial_fn: Callable) -> list[dict[str, Any]]:
+    """The records of ``spec``'s trials read from the campaign store under ``ctx.stored`` (see
+    :func:`figures.runs.run_points`): a stored run is an ``ok`` record, any other a ``missing`` one; every request
+    is appended to ``ctx.requests`` when that is a list."""
+    out = []
+    name = callable_name(trial_fn)
+    for p, point in enumerate(spec.points):
+        for t in range(spec.trials):
+            req = RunRequest(ctx.target or folder, folder, p, t, point, trial_seed(spec.seed, p, t), name)
+            if ctx.requests is not None:
+                ctx.requests.append(req)
+            data = load_run(req.path(ctx.stored), req)
+            if data is None:
+                out.append({"point": p, "trial": t, "seed": req.seed, "params": point, "status": "missing",
+                            "reason": "not run yet (paper-scale campaign)", "result": None})
+            else:
+                out.append({"point": p, "trial": t, "seed": req.seed, "params": point, "status": "ok",
+                            "result": data["result"], "seconds": data.get("wall_seconds")})
+    return out
