@@ -320,6 +320,36 @@ class _Split:
         return False
 
 
+# a run of this many clients or more runs alone (no other campaign run beside it) and may use most of the memory:
+# nets' memory guard estimates IFCA Table I's local baseline at (4800, 50) at 30.3 GiB, above its default budget of
+# half the machine, while the run's measured peak is 10.6 GB (`/usr/bin/time -v`, 1 round, 2026-11-26)
+BIG_CLIENTS = 1000
+BIG_MEMORY_FRACTION = 0.85
+
+
+class _Alone:
+    """Within the block, a big run (:data:`BIG_CLIENTS`) may plan on :data:`BIG_MEMORY_FRACTION` of the memory."""
+
+    def __init__(self, point: dict):
+        self.big = int(point.get("clients", 0)) >= BIG_CLIENTS
+        self._old = None
+
+    def __enter__(self):
+        if self.big:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            self._old = os.environ.get("CFLAB_MEMORY_LIMIT_MB")
+            os.environ["CFLAB_MEMORY_LIMIT_MB"] = str(int(BIG_MEMORY_FRACTION * total / 2**20))
+        return self
+
+    def __exit__(self, *exc):
+        if self.big:
+            if self._old is None:
+                os.environ.pop("CFLAB_MEMORY_LIMIT_MB", None)
+            else:
+                os.environ["CFLAB_MEMORY_LIMIT_MB"] = self._old
+        return False
+
+
 def _time_point(point: dict, seed: int, rounds: int, data_dir: str | None) -> tuple[float, dict]:
     """CPU seconds of one run of ``point`` cut to ``rounds`` rounds (torch on one thread, no checkpoint), and
     their split over :data:`_SHARES`."""
@@ -328,7 +358,7 @@ def _time_point(point: dict, seed: int, rounds: int, data_dir: str | None) -> tu
     p = dict(run_point(point), rounds=rounds, device="cpu")
     if data_dir is not None:
         p["data_dir"] = str(data_dir)
-    with _Split() as split:
+    with _Split() as split, _Alone(p):
         t0 = time.process_time()
         nets_trial(p, seed)
         total = time.process_time() - t0
@@ -358,8 +388,17 @@ def measure(cell_list: list[Cell], root: Path = HERE, data_dir: str | None = Non
             if limit_s is not None and time.perf_counter() - start > limit_s:
                 return timings
             rounds = int(req.point.get("rounds", 1))
-            t1, s1 = _time_point(req.point, req.seed, 1, data_dir)
-            t2, s2 = _time_point(req.point, req.seed, 2, data_dir) if rounds > 1 else (t1, s1)
+            try:
+                t1, s1 = _time_point(req.point, req.seed, 1, data_dir)
+                t2, s2 = _time_point(req.point, req.seed, 2, data_dir) if rounds > 1 else (t1, s1)
+            except (ValueError, MemoryError, RuntimeError) as exc:  # e.g. refused for memory: the cell says so
+                timings = read()
+                timings[_timing_key(req)] = {"cell": cell.name, "algo": req.point.get("algo"),
+                                             "error": f"{type(exc).__name__}: {exc}", "per_round_from": "failed",
+                                             "commit": commit(), "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                write_json_atomic(path, timings)
+                log(f"timing {cell.name} {req.point.get('algo')} FAILED: {exc}")
+                continue
             # the first run of a process loads the data files (cached after): the data share is left out of the
             # difference and counted whole in the setup
             d1, d2 = s1["data"], s2["data"]
@@ -399,7 +438,7 @@ def _size(cell: Cell) -> float:
 def run_seconds(req: RunRequest, timings: dict) -> float | None:
     """Estimated CPU seconds of one run at its full rounds (None when its setting has not been timed)."""
     t = timings.get(_timing_key(req))
-    if t is None:
+    if t is None or "error" in t:
         return None
     return t["setup_seconds"] + t["seconds_per_round"] * int(req.point.get("rounds", 1))
 
@@ -451,6 +490,14 @@ class CellPlan:
             return 0.0
         return self.numbers / (self.seconds_minimal / 3600)
 
+    def failed(self, timings: dict) -> str:
+        """Why timing one of the cell's runs failed ('' when none did)."""
+        for r in self.cell.requests:
+            t = timings.get(_timing_key(r)) or {}
+            if "error" in t:
+                return f"{t['algo']}: {t['error']}"
+        return ""
+
     def runs_missing(self, seeds: int, root: Path = HERE) -> list[RunRequest]:
         return [r for r in self.cell.requests if r.trial < seeds and not r.path(root).exists()]
 
@@ -483,6 +530,8 @@ def plan(cell_list: list[Cell], timings: dict, budget_hours: float = BUDGET_HOUR
             c.status = "stored"
         elif c.data.startswith("no"):
             c.status = "data not available"
+        elif c.failed(timings):
+            c.status = "does not run here: " + c.failed(timings)
         elif c.seconds_minimal is None:
             c.status = "not timed yet"
         else:
@@ -649,7 +698,8 @@ def _execute(req: RunRequest, root: str, data_dir: str | None, command: str, pat
     load0 = os.getloadavg()
     w0, c0 = time.perf_counter(), time.process_time()
     try:
-        result = trial_fn(point, req.seed)
+        with _Alone(point):
+            result = trial_fn(point, req.seed)
     except Exception as exc:  # one failing run is reported, the others go on
         return {"run": req.path(Path(root)).name, "error": f"{type(exc).__name__}: {exc}"}
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
@@ -705,22 +755,28 @@ def run_campaign(budget_hours: float = BUDGET_HOURS, n_jobs: int = 1, root: Path
         return 0
     deadline = None if hours is None else time.time() + hours * 3600
 
-    def jobs():
-        for r in todo:
+    def jobs(runs):
+        for r in runs:
             if deadline is not None and time.time() > deadline:
                 log("campaign: the wall-time limit is reached; no more runs are started")
                 return
             yield delayed(execute)(r, str(root), data_dir, command)
 
     done = 0
-    for res in Parallel(n_jobs=n_jobs, return_as="generator_unordered", pre_dispatch="n_jobs")(jobs()):
-        if res.get("skipped"):
-            log(f"campaign: {res['run']} skipped ({res['skipped']})")
-        elif res.get("error"):
-            log(f"campaign: {res['run']} FAILED: {res['error']}")
-        else:
-            done += 1
-            log(f"campaign: stored {res['run']} ({res['wall']:.0f} s wall, {res['cpu']:.0f} s CPU)")
+    # runs side by side, then the big ones (BIG_CLIENTS) one at a time: they may use most of the memory
+    small = [r for r in todo if int(r.point.get("clients", 0)) < BIG_CLIENTS]
+    big = [r for r in todo if int(r.point.get("clients", 0)) >= BIG_CLIENTS]
+    for runs, jobs_n in ((small, n_jobs), (big, 1)):
+        if not runs:
+            continue
+        for res in Parallel(n_jobs=jobs_n, return_as="generator_unordered", pre_dispatch="n_jobs")(jobs(runs)):
+            if res.get("skipped"):
+                log(f"campaign: {res['run']} skipped ({res['skipped']})")
+            elif res.get("error"):
+                log(f"campaign: {res['run']} FAILED: {res['error']}")
+            else:
+                done += 1
+                log(f"campaign: stored {res['run']} ({res['wall']:.0f} s wall, {res['cpu']:.0f} s CPU)")
     return done
 
 
