@@ -293,11 +293,13 @@ def campaign_rows(folder: Path = HERE, data_dir: str | None = None) -> tuple[lis
                 seen.add((r.item, r.verdict))
                 rows.append(replace(r, item=f"{r.item} [paper scale]"))
                 continue
-            if cell is None or not stored[cell.name] or r.verdict.startswith("not run") or r.source in seen \
-                    and r.stats is None:
+            if cell is None or r.verdict.startswith("not run") or r.source in seen and r.stats is None:
                 continue
-            if r.stats is None and r.verdict.startswith(("agrees", "disagrees", "inconclusive")):
-                continue  # qualitative claims are judged on the target's own runs
+            if r.stats is None and (not stored[cell.name] or r.verdict.startswith(("agrees", "disagrees",
+                                                                                  "inconclusive"))):
+                # a row without its own numbers (rounds-to, "never") needs a whole seed of the cell stored;
+                # qualitative claims are judged on the target's own runs
+                continue
             seen.add(r.source)
             pub = next(p for p in cell.published if p.source() == r.source)
             n = r.stats[2] if r.stats else 0
