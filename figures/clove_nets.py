@@ -531,8 +531,9 @@ def _text_target(artifact: str):
             names = dot_plot(folder, f"clove_{artifact.lower().replace(' ', '')}",
                              [Dot(r["panel"], r["method"], r["values"], r["published"], r["published_pm"])
                               for r in out],
-                             xlabel={"Table 3": "test accuracy %", "Table 10": "ARI"}.get(artifact, "% of final ARI "
-                                                                                           "or round"),
+                             xlabel={"Table 3": "test accuracy %", "Table 10": "ARI"}.get(artifact) or
+                             {r["panel"]: "% of final ARI at round 10" if "% of final" in r["panel"] else
+                              "first round with ARI >= 0.9" for r in out},
                              title=title, bounds=(0.0, 100.0) if artifact == "Table 3" else
                              (-1.0, 1.0) if artifact == "Table 10" else (0.0, math.inf),
                              ncols=2, sharex=artifact != "Table 11")

@@ -18,6 +18,7 @@ from .style import MIN_BAND, algo_colour, method_order, new_figure, save, suptit
 
 __all__ = ["Dot", "dot_plot"]
 
+WIDE = 9.5  # inches from which the legend's three entries fit side by side (7.5-pt text at 150 dpi)
 _OFFSET = 0.2  # vertical offset of the reproduced (below) and published (above) marker within a method's row
 
 
@@ -36,18 +37,19 @@ def _finite(v) -> bool:
     return v is not None and isinstance(v, (int, float)) and math.isfinite(v)
 
 
-def dot_plot(folder: Path, stem: str, dots: list[Dot], *, xlabel: str, title: str,
+def dot_plot(folder: Path, stem: str, dots: list[Dot], *, xlabel: str | dict[str, str], title: str,
              bounds: tuple[float, float] = (-math.inf, math.inf), ncols: int | None = None,
              paper_label: str = "paper: value ± its reported spread", sharex: bool = True) -> list[str]:
     """Draw ``dots`` (one panel per distinct ``panel``, in order of appearance) and save ``stem``.png/.pdf in
-    ``folder``; returns the two file names.  ``title`` is the figure's face (:func:`figures.style.face`)."""
+    ``folder``; returns the two file names.  ``title`` is the figure's face (:func:`figures.style.face`);
+    ``xlabel`` is one label, or one per panel (panels that measure different things get ``sharex=False``)."""
     panels = list(dict.fromkeys(d.panel for d in dots))
     methods = method_order(d.method for d in dots)
     ncols = min(ncols or 4, len(panels))
     nrows = math.ceil(len(panels) / ncols)
     label_in = 0.075 * max(len(m) for m in methods) + 0.3  # room for the longest method name
     height = 0.27 * len(methods) + 0.9
-    legend_in = 0.4 if 2.5 * ncols + label_in >= 8.5 else 0.75
+    legend_in = 0.4 if 2.5 * ncols + label_in >= WIDE else 0.75
     fig, axes = new_figure(nrows, ncols, width=2.5, height=height, sharey=True, sharex=sharex)
     fig.set_size_inches(2.5 * ncols + label_in, height * nrows + 0.9 + legend_in)
     row_of = {m: i for i, m in enumerate(methods)}
@@ -85,7 +87,7 @@ def dot_plot(folder: Path, stem: str, dots: list[Dot], *, xlabel: str, title: st
         ax.tick_params(axis="x", labelsize=8)
         ax.grid(True, axis="y", linewidth=0.4, alpha=0.5)
         if not sharex or pi // ncols == nrows - 1 or pi + ncols >= len(panels):
-            ax.set_xlabel(xlabel, fontsize=8.5)
+            ax.set_xlabel(xlabel if isinstance(xlabel, str) else xlabel[panel], fontsize=8.5)
     for k in range(len(panels), nrows * ncols):
         axes[k // ncols][k % ncols].set_visible(False)
     _legend(fig, spread, paper_label)
@@ -103,5 +105,5 @@ def _legend(fig, spread: bool, paper_label: str) -> None:
                Line2D([], [], marker="D", markerfacecolor="white", markeredgecolor="black", color="0.25",
                       linestyle="-", label=paper_label)]
     # three entries side by side need about 8 inches; a narrow figure stacks them
-    fig.legend(handles=handles, loc="outside lower center", ncol=3 if fig.get_figwidth() >= 8.5 else 1, fontsize=7.5,
+    fig.legend(handles=handles, loc="outside lower center", ncol=3 if fig.get_figwidth() >= WIDE else 1, fontsize=7.5,
                frameon=False)

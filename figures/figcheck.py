@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import warnings
 
-from .style import MIN_BAND
+from .style import MIN_BAND, SAVE_DPI
 
 __all__ = ["MIN_FONT", "check_figure", "title_problems"]
 
@@ -26,9 +26,10 @@ MIN_FONT = 6.0
 _TOL = 1.0  # pixels: rounding of extents
 
 
-def _draw(fig) -> tuple[object, list[str]]:
+def _draw(fig, dpi: float) -> tuple[object, list[str]]:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+    fig.set_dpi(dpi)  # hinted text is not exactly proportional to dpi: measure at the resolution that is saved
     canvas = FigureCanvasAgg(fig)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -74,7 +75,7 @@ def _texts(fig) -> list[tuple[str, object]]:
 
 
 def _inside(fig, renderer, texts) -> list[str]:
-    W, H = fig.bbox.width, fig.bbox.height
+    W, H = fig.bbox.width, fig.bbox.height  # pixels at the dpi drawn
     bad = []
     for where, t in texts:
         e = t.get_window_extent(renderer)
@@ -165,9 +166,9 @@ def _bands(fig) -> list[str]:
     return bad
 
 
-def check_figure(fig) -> list[str]:
-    """Every problem of ``fig`` (see the module docstring); an empty list when it reads cleanly."""
-    renderer, bad = _draw(fig)
+def check_figure(fig, dpi: float = SAVE_DPI) -> list[str]:
+    """Every problem of ``fig`` drawn at ``dpi`` (see the module docstring); an empty list when it reads cleanly."""
+    renderer, bad = _draw(fig, dpi)
     texts = _texts(fig)
     bad += _inside(fig, renderer, texts)
     bad += _overlaps(fig, renderer)

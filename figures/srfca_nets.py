@@ -64,12 +64,16 @@ def _sim_setting(ctx: Context, column: str, base: str) -> dict | None:
                 participation=1.0)
 
 
-def _face(ctx: Context, what: str) -> str:
-    """The title of a Tables 1, 2 or 4 figure: ``what``, the data, size and seeds of their runs."""
+def _face(ctx: Context, what: str, real: dict | None = None) -> str:
+    """The title of a Tables 1, 2 or 4 figure: ``what``, the data, size and seeds of their runs (``real``: the LEAF
+    data sets of Table 4's last columns and their users and rounds)."""
     n = ctx.pick(20, 60, 600, medium=100)
-    return face(what, data_used(ctx, "inverted/rotated MNIST", "inverted/rotated 8x8 digits standing in for MNIST"),
-                f"m = {ctx.pick(8, 40, 100)} clients of n = {n} images, {ctx.pick(2, 15, 250)} rounds",
-                seeds_text(ctx.pick(1, 2, 5, medium=3)))
+    data = data_used(ctx, "inverted/rotated MNIST", "inverted/rotated 8x8 digits standing in for MNIST")
+    size = f"m = {ctx.pick(8, 40, 100)} clients of n = {n} images, {ctx.pick(2, 15, 250)} rounds"
+    if real:
+        data += ", LEAF " + " and ".join(real)
+        size += "; " + "; ".join(f"{c}: {u} users, {r} rounds" for c, (u, r) in real.items())
+    return face(what, data, size, seeds_text(ctx.pick(1, 2, 5, medium=3)))
 
 
 def _sim_reduced(ctx: Context) -> str:
@@ -383,7 +387,7 @@ def table4(ctx: Context) -> Section:
     """SR-FCA Table 4: test accuracy after ONE_SHOT and after each REFINE step (Sec. 5.1)."""
     points, index, groups, skipped, best = _sim_runs(ctx)
     real = _real_available(ctx) is None
-    _, rindex, rgroups = _real_runs(ctx) if real else (None, None, None)
+    rpoints, rindex, rgroups = _real_runs(ctx) if real else (None, None, None)
     rows, table = [], []
     stages = ["After ONE_SHOT", "After 1st REFINE", "After 2nd REFINE"]
     cols = [(c, b) for c, b, _ in SIM] + [(c, b) for c, b in REAL]
@@ -424,11 +428,14 @@ def table4(ctx: Context) -> Section:
     figs = []
     # a stage no seed reached shows the paper's value alone (its row says why: "the run has no such stage")
     shown = table
+    names = {b: c for c, b in REAL}
+    leaf = {names[p["dataset"]]: (p["clients"], p["rounds"]) for p in (rpoints or [])
+            if any(r["column"] == names[p["dataset"]] for r in shown)}
     if shown:
         names = dot_plot(folder, "srfca_table4", [Dot(r["column"], r["stage"], r["values"], r["published"],
                                                       r["published_pm"]) for r in shown],
-                         xlabel="test accuracy % of SR-FCA", title=_face(ctx, "SR-FCA Table 4 reproduced (test "
-                                                                               "accuracy after each stage)"),
+                         xlabel="test accuracy % of SR-FCA",
+                         title=_face(ctx, "SR-FCA Table 4 reproduced (test accuracy after each stage)", leaf),
                          bounds=(0.0, 100.0))
         files += names
         figs = [(names[0], "SR-FCA test accuracy after ONE_SHOT and each REFINE")]

@@ -14,9 +14,9 @@ import numpy as np
 
 from synth.store import save_figure_atomic
 
-__all__ = ["ALGO_ORDER", "MIN_BAND", "algo_colour", "algo_hatch", "band", "face", "figure_legend", "integer_ticks",
-           "marker", "method_order", "new_figure", "palette", "plain_log", "save", "seed_curves", "seeds_text",
-           "styled", "suptitle", "value_ticks", "wrap"]
+__all__ = ["ALGO_ORDER", "MIN_BAND", "SAVE_DPI", "algo_colour", "algo_hatch", "band", "face", "figure_legend",
+           "integer_ticks", "marker", "method_order", "new_figure", "palette", "plain_log", "save", "seed_curves",
+           "seeds_text", "styled", "suptitle", "value_ticks", "wrap"]
 
 # no interval (band or whisker) is drawn from fewer values than this: a t-interval from 2 seeds spans most of
 # a bounded metric's range and says nothing (the ordering verdicts need as many, figures.verdicts.MIN_SEEDS)
@@ -182,7 +182,10 @@ def figure_legend(fig, axes, ncol: int = 3, fontsize: float = 7.5) -> None:
         for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
             seen.setdefault(label, h)
     if seen:
-        fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=min(ncol, len(seen)),
+        # as many columns as fit the figure's width (a legend wider than the figure is cut at both ends)
+        column_in = max(len(label) for label in seen) * 0.62 * fontsize / 72 + 0.6
+        fit = max(1, int((fig.get_figwidth() - 0.2) // column_in))
+        fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=min(ncol, len(seen), fit),
                    fontsize=fontsize, frameon=False)
 
 
@@ -208,13 +211,16 @@ def seeds_text(n: int, word: str = "seed") -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+SAVE_DPI = 150  # the PNGs' resolution; figures.figcheck draws at it (text widths do not scale exactly with dpi)
+
+
 def save(fig, folder: Path, stem: str) -> list[str]:
-    """Write ``stem.png`` (150 dpi) and ``stem.pdf`` into ``folder``; returns the two file names."""
+    """Write ``stem.png`` (:data:`SAVE_DPI`) and ``stem.pdf`` into ``folder``; returns the two file names."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     names = []
     for ext in ("png", "pdf"):
         path = folder / f"{stem}.{ext}"
-        save_figure_atomic(fig, path, dpi=150)
+        save_figure_atomic(fig, path, dpi=SAVE_DPI)
         names.append(path.name)
     return names

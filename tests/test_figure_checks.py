@@ -38,7 +38,7 @@ def checked(request, tmp_path_factory):
 
     def save_checked(fig, path, **kw):
         if str(path).endswith(".png"):
-            problems[f"{path.parent.name}/{path.stem}"] = check_figure(fig)
+            problems[f"{path.parent.name}/{path.stem}"] = check_figure(fig, dpi=kw.get("dpi", style.SAVE_DPI))
         return real_save(fig, path, **kw)
 
     mp = pytest.MonkeyPatch()
