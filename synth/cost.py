@@ -190,8 +190,10 @@ def algorithm_work(algo: str, m: int, n: int, P: int, *, rounds: int, k: int = 2
     f8 = 8.0
     model_round = mp * (tau * B if averaging == "model" else n)  # one round of FedAvg / gradient averaging
     steps = tau if averaging == "model" else 1
+    # ``client_stacks``: the part of ``memory`` that is stacks of one model per client (nets trains those chunk by
+    # chunk, so only the finished stack and its float64 copy are held, see nets.experiment.work_cost)
     work = {"eval": 0.0, "grad": 0.0, "grad_fused": 0.0, "flops": 0.0, "calls": 0.0, "lib_calls": 0.0,
-            "memory": 0.0}
+            "memory": 0.0, "client_stacks": 0.0}
     per_client_models = f8 * 2 * m * P  # a stack of one model per client and its float64 copy
     kmeans_init = int(h.get("kmeans_n_init", 10))
 
@@ -203,6 +205,7 @@ def algorithm_work(algo: str, m: int, n: int, P: int, *, rounds: int, k: int = 2
             work["grad"] += float(m) * B * local_gd_steps
             work["calls"] += local_gd_steps
         work["memory"] += per_client_models
+        work["client_stacks"] += per_client_models
 
     def train_clusters(clusters: int) -> None:
         work["grad"] += T * float(model_round)
@@ -256,6 +259,7 @@ def algorithm_work(algo: str, m: int, n: int, P: int, *, rounds: int, k: int = 2
     elif algo == "cfl":
         work["grad"] += T * float(mp) * tau * B
         work["memory"] += per_client_models
+        work["client_stacks"] += per_client_models
         work["flops"] += 3.0 * m * m * P
         work["calls"] += T * (6 + tau)
         work["memory"] += f8 * (2 * m * m + 2 * m * P)
@@ -282,17 +286,20 @@ def algorithm_work(algo: str, m: int, n: int, P: int, *, rounds: int, k: int = 2
     elif algo == "fesem":
         warm = int(h.get("fesem_warmup", 10))
         work["memory"] += per_client_models
+        work["client_stacks"] += per_client_models
         work["grad"] += float(m) * n * warm + T * float(mp) * tau * B
         work["flops"] += T * 3.0 * mp * k * P
         work["calls"] += warm + T * (6 + tau)
     elif algo == "fedsoft":
         every = max(1, int(h.get("fedsoft_interval", 1)))
         work["memory"] += per_client_models
+        work["client_stacks"] += per_client_models
         work["eval"] += (T // every + 1) * float(k) * m * n
         work["grad"] += T * float(mp) * tau * B
         work["calls"] += T * (6 + tau)
     elif algo == "perfedavg":
         work["memory"] += per_client_models
+        work["client_stacks"] += per_client_models
         work["grad"] += T * float(mp) * tau * B * (4 if h.get("meta_variant") == "hf" else 2) + m * n
         work["calls"] += T * (3 + tau * (4 if h.get("meta_variant") == "hf" else 2))
     elif algo == "fedala":
@@ -302,6 +309,7 @@ def algorithm_work(algo: str, m: int, n: int, P: int, *, rounds: int, k: int = 2
         work["calls"] += T * (6 + tau) + 50
     elif algo in ("fedproto", "fedpac"):
         work["memory"] += per_client_models
+        work["client_stacks"] += per_client_models
         work["eval"] += T * float(mp) * n
         work["grad"] += T * float(mp) * tau * B * (2 if algo == "fedpac" else 1)
         work["calls"] += T * (8 + tau)
