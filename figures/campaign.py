@@ -385,8 +385,9 @@ def measure(cell_list: list[Cell], root: Path = HERE, data_dir: str | None = Non
     start = time.perf_counter()
     for cell in sorted(cell_list, key=_size):  # the cheapest settings first: their runs can start soonest
         for req in cell.requests:
-            if req.trial != 0 or "per_round_from" in timings.get(_timing_key(req), {}):
-                continue  # timed (entries of an older timing method, without the field, are timed again)
+            done = timings.get(_timing_key(req), {})
+            if req.trial != 0 or "per_round_from" in done and "error" not in done:
+                continue  # timed (entries of an older timing method, or that failed, are timed again)
             if limit_s is not None and time.perf_counter() - start > limit_s:
                 return timings
             rounds = int(req.point.get("rounds", 1))
