@@ -27,12 +27,13 @@ THEORY = ("holds", "violated", "vacuous", "assumptions not met")
 
 
 def paper_of(target_paper: str, item: str = "") -> str:
-    """The paper a row belongs to: the target's, or for the stored runs the paper named at the start of the item."""
+    """The paper a row belongs to: the target's, or the paper named at the start of the item (the stored runs' "IFCA
+    Table I: ...", the theory checks' "ifca-lemma1 at n=10")."""
     for p in ("IFCA", "SR-FCA", "CLoVE"):
         if target_paper.startswith(p):
             return p
     for p in ("IFCA", "SR-FCA", "CLoVE"):
-        if item.startswith(p + " "):
+        if item.startswith(p + " ") or item.startswith(p.lower().replace("-", "") + "-"):
             return p
     return "beyond papers"
 

@@ -221,3 +221,13 @@ def test_targets_never_run_in_the_folder_are_left_out_of_the_headline(tmp_path):
     text = headline(tmp_path, targets, "quick", statuses)
     assert "`clove-table3`" in text and "no data" in text
     assert "no status file" not in text and "`ifca-fig3a`" not in text
+
+
+def test_theory_rows_count_under_their_paper():
+    from figures.headline import paper_of
+
+    assert paper_of("beyond papers", "srfca-lemma4.6 at n=25") == "SR-FCA"
+    assert paper_of("beyond papers", "clove-lemma-a.1 at sigma=0.1") == "CLoVE"
+    assert paper_of("beyond papers", "ifca-thm1 at sigma=0.1") == "IFCA"
+    assert paper_of("beyond papers", "SR-FCA: cells with misclustering <= 0.05") == "beyond papers"
+    assert paper_of("all papers", "IFCA Table I: IFCA / Rotated MNIST") == "IFCA"
