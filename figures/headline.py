@@ -49,7 +49,8 @@ def data_kind(target_kind: str, size: str) -> str:
 
 def row_record(row) -> dict:
     """What the headline keeps of a :class:`figures.compare.Row` (stored in the target's status file)."""
-    return {"item": row.item, "verdict": row.verdict, "compared": getattr(row, "compared", "")}
+    return {"item": row.item, "verdict": row.verdict, "compared": getattr(row, "compared", ""),
+            "welch": getattr(row, "welch", "")}
 
 
 def _head(verdict: str) -> str:
@@ -85,6 +86,7 @@ class Tally:
     theory: Counter = field(default_factory=Counter)
     not_run: Counter = field(default_factory=Counter)
     other: int = 0
+    welch: Counter = field(default_factory=Counter)  # paper-scale numbers: consistent / differs
 
 
 def tally(entries: list[tuple[str, str, str, list[dict]]]) -> dict[tuple[str, str], Tally]:
@@ -107,6 +109,8 @@ def tally(entries: list[tuple[str, str, str, list[dict]]]) -> dict[tuple[str, st
                 if paper_data:
                     setattr(t, c, getattr(t, c) + 1)
                     t.compared.add(f"{name}:{r['item']}")
+                    if r.get("welch"):
+                        t.welch[_head(r["welch"])] += 1
                 else:
                     t.shown += 1
             elif c == "claim":
@@ -177,6 +181,10 @@ TABLES = {
         ("outside ±", "the same, outside the paper's ±", lambda t: str(t.outside)),
         ("equal / differs", "a reproduced mean on the paper's data and setting where the paper gives no ±: equal or "
          "not at the paper's printed precision", lambda t: f"{t.equal} / {t.differs}"),
+        ("Welch consistent / differs", "stored paper-scale numbers with at least 3 seeds on both sides: Welch's test "
+         "of the reproduced mean against the paper's (its ± read as a standard deviation over its seeds), Holm over "
+         "the numbers of one table, consistent at p >= 0.05", lambda t: f"{t.welch['consistent']} / "
+         f"{t.welch['differs']}"),
         ("orderings agree / disagree / inconclusive", "pairs of methods of one cell: the paper's order (or tie) "
          "against Welch's t-test over seeds, Holm over the cell's pairs; fewer than 3 seeds or overlapping intervals "
          "under a paper order: inconclusive", lambda t: _abc(t.order, _AGREE)),

@@ -141,10 +141,13 @@ def match(rec: dict, args: dict) -> list[dict]:
 
 
 def load_runs(folder: Path = HERE) -> list[dict[str, Any]]:
-    """Every ``*.json`` of ``folder`` with its command (README), seed and matched cells."""
+    """Every ``*.json`` of ``folder`` with its command (README), seed and matched cells (the campaign's timings
+    file is not a run; the campaign's runs are in subfolders, see :func:`campaign_rows`)."""
+    from .campaign import TIMINGS
+
     commands = readme_commands(folder)
     runs = []
-    for path in sorted(folder.glob("*.json")):
+    for path in sorted(p for p in folder.glob("*.json") if p.name != TIMINGS):
         rec = json.loads(path.read_text(encoding="utf-8"))
         command = rec.get("command") or commands.get(path.name, "")
         args = _args(command)

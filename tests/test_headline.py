@@ -50,7 +50,9 @@ def _rows() -> list[dict]:
             Row("c: B vs C (ordering)", "", "", "—", "inconclusive (intervals overlap)", compared="c/B;c/C"),
             Row("d: A vs B (ordering)", "", "", "—", "inconclusive (fewer than 3 seeds: 2 and 2)",
                 compared="d/A;d/B"),
-            Row("x1", "", "", "", "within ±"), Row("x2", "", "", "", "within ±"), Row("y", "", "", "", "outside ±"),
+            Row("x1", "", "", "", "within ±", welch="consistent (Welch p = 0.4, Holm 0.8)"),
+            Row("x2", "", "", "", "within ±"), Row("y", "", "", "", "outside ±", welch="differs (Welch p = 0.001, Holm "
+                                                                                     "0.002)"),
             Row("e", "", "", "", "equal"), Row("f", "", "", "", "differs"),
             Row("claim 1", "", "", "—", "agrees"), Row("claim 2", "", "", "—", "disagrees (B ahead of A)"),
             Row("claim 3", "", "", "—", "inconclusive (fewer than 3 seeds: A 2)"),
@@ -71,6 +73,7 @@ def test_headline_counts_follow_the_captions():
     # c/A, c/B, c/C (orderings with 3+ seeds) and the five numbers held to the paper (x1, x2, y, e, f)
     assert real["published numbers compared"] == "8"
     assert (real["within ±"], real["outside ±"], real["equal / differs"]) == ("2", "1", "1 / 1")
+    assert real["Welch consistent / differs"] == "1 / 1"  # x1 and y; x2 has no test (fewer than 3 seeds)
     assert real["orderings agree / disagree / inconclusive"] == "1 / 1 / 2"
     assert real["claims agree / disagree / inconclusive"] == "1 / 1 / 1"
     assert real["shown only (reduced setting)"] == "1"
