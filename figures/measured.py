@@ -27,8 +27,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .compare import Row, build_section, numeric_row, write_rows
-from .published import lookup
+from .compare import Row, build_section, claim_row, numeric_row, write_rows
+from .published import claim, lookup
 from .registry import Context, Section, register
 from .runs import summarise_values
 
@@ -221,29 +221,53 @@ def load_stores(folder: Path = HERE) -> list[dict[str, Any]]:
 
 
 def _fig3_store_rows(st: dict, panel: str) -> list[Row]:
+    """The Fig. 3 claims on one stored grid; a curve with a cell short of the spec's trials is *pending*, not
+    judged on the cells that happen to be finished (a running or killed sweep's store)."""
     from .ifca_synthetic import compare_fig3, fig3_rows
 
     recs = st["records"]
-    n_points = 1 + max((r["point"] for r in recs), default=-1)
-    points: list[dict] = [{} for _ in range(n_points)]
+    grid = st["meta"].get("points") or []
+    want = int(st["meta"].get("trials") or 0)
+    n_points = max(len(grid), 1 + max((r["point"] for r in recs), default=-1))
+    points: list[dict] = [dict(grid[i]) if i < len(grid) else {} for i in range(n_points)]
     groups: list[list[dict]] = [[] for _ in range(n_points)]
     for r in recs:
         points[r["point"]] = r["params"]
         groups[r["point"]].append(r)
-    rows = fig3_rows(points, groups, "success_any_restart", "success_code_rule")
-    axis = "R" if len({r["sigma"] for r in rows}) > 1 or panel in "ab" else "mn"
+    axis = "R" if len({p.get("sigma") for p in points}) > 1 or panel in "ab" else "mn"
+
+    def curve(p: dict) -> tuple:
+        return (p.get("theta"), p.get("sigma") if axis == "R" else p.get("R"))
+
+    cells: dict[tuple, list[int]] = {}
+    for i, p in enumerate(points):
+        cells.setdefault(curve(p), []).append(i)
+    whole = {k for k, idx in cells.items() if all(len(groups[i]) >= want for i in idx)}
+    keep = [i for i, p in enumerate(points) if curve(p) in whole and groups[i]]
+    rows = fig3_rows([points[i] for i in keep], [groups[i] for i in keep], "success_any_restart", "success_code_rule")
     p0 = points[0]
     trials = sorted({len(g) for g in groups})
     per_cell = "/".join(map(str, trials))
-    scale = (f"stored run, paper scale: {len(recs)} data seeds over {n_points} grid cells ({per_cell} per cell) of "
-             f"(m, n, d) = ({p0['K'] * p0['clients_per_cluster']}, {p0['n']}, {p0['d']}), "
+    total = want * len(grid)
+    state = "" if len(recs) >= total else f"incomplete store ({len(recs)} of {total} trials), "
+    scale = (f"stored run, paper scale: {state}{len(recs)} data seeds over {n_points} grid cells ({per_cell} per "
+             f"cell) of (m, n, d) = ({p0['K'] * p0['clients_per_cluster']}, {p0['n']}, {p0['d']}), "
              f"{p0['n_init']} initialisations x step sizes {p0['step_size']}, {p0['rounds']} iterations, "
              f"{p0.get('dtype', 'float64')}, stopping = {p0.get('stopping', 'fixed')}")
     # judged by the stored spec's own success rule (the public code's closest-truth rule in its code-theta* grids)
     metric = ((st["meta"].get("spec") or {}).get("success") or {}).get("metric", "success_any_restart")
     metric = str(metric[0] if isinstance(metric, list) and metric else metric)  # specs hold a list of keys
     rule = "code" if metric == "success_code_rule" else "matched"
-    out = compare_fig3(panel, axis, rows, prefix=f"IFCA Fig. 3({panel}) [{st['folder']}]: ", rule=rule)
+    prefix = f"IFCA Fig. 3({panel}) [{st['folder']}]: "
+    out = compare_fig3(panel, axis, rows, prefix=prefix, rule=rule) if rows else []
+    c = claim("IFCA", "success-rises-with-R" if axis == "R" else "success-rises-with-mn")
+    for key in sorted(set(cells) - whole, key=str):
+        theta, value = key
+        done = sum(len(groups[i]) >= want for i in cells[key])
+        label = f"σ={value}" if axis == "R" else f"R={value}"
+        out.append(claim_row(f"{prefix}Fig. 3({panel}) `{theta}`, {label}", c,
+                             f"{done} of {len(cells[key])} cells finished",
+                             f"pending (store incomplete: {len(recs)} of {total} trials)"))
     note = (f"{scale}; success judged by `{metric}`, the spec's rule; store `figures/measured/{st['folder']}/store`; "
             f"command: `{st['command'] or 'not in figures/measured/README.md'}`")
     return [replace(r, note=note) for r in out]

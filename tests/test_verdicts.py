@@ -141,6 +141,24 @@ def test_stored_fig3_sweep_is_a_paper_scale_row(tmp_path):
     assert all("not in figures/measured/README.md" in r.note for r in falling)  # no README beside the copy
 
 
+def test_an_incomplete_fig3_store_judges_only_its_whole_curves(tmp_path):
+    # the σ = 0.4 curve of grid (a) without its last cell's trials: that curve is pending, the others are judged
+    src = next(s for s in load_stores() if s["folder"] == "ifca_fig3a_full_code")["store"]
+    dst = tmp_path / "ifca_fig3a_full_code" / "store"
+    dst.mkdir(parents=True)
+    for f in ("meta.json", "spec.toml"):
+        (dst / f).write_bytes((src / f).read_bytes())
+    meta = json.loads((src / "meta.json").read_text())
+    last = max(range(len(meta["points"])), key=lambda i: (meta["points"][i]["sigma"], meta["points"][i]["R"]))
+    with open(src / "trials.jsonl") as fh, open(dst / "trials.jsonl", "w") as out:
+        out.writelines(line for line in fh if json.loads(line)["point"] != last)
+    rows = [r for r in store_rows(tmp_path) if "σ=" in r.item]
+    pending = [r for r in rows if r.verdict.startswith("pending")]
+    assert len(rows) == 4 and len(pending) == 1 and "σ=0.4" in pending[0].item
+    assert pending[0].reproduced == "4 of 5 cells finished" and "760 of 800 trials" in pending[0].verdict
+    assert all("incomplete store (760 of 800 trials)" in r.note for r in rows)
+
+
 def test_targets_chosen_at_each_size(tmp_path):
     pytest.importorskip("torch")
     from figures.netcommon import base_dataset, full_data_missing, substitute_reason
