@@ -26,3 +26,18 @@ def _one_torch_thread(request):
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+# the targets of one tiny paper_repro run shared by the status-file and headline tests (cheap at the tiny size)
+TINY_TARGET, TINY_OTHER = "ifca-fig3c", "ifca-fig3d"  # test_headline and test_status_files name them too
+
+
+@pytest.fixture(scope="session")
+def tiny_out(tmp_path_factory):
+    """``paper_repro.py --tiny`` of two targets; tests copy it before changing anything in it."""
+    import paper_repro
+
+    out = tmp_path_factory.mktemp("status")
+    argv = ["--tiny", "--only", f"{TINY_TARGET},{TINY_OTHER}", "--out", str(out), "--n-jobs", "1"]
+    assert paper_repro.main(argv) == 0
+    return out

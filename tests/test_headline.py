@@ -9,13 +9,14 @@ import os
 import numpy as np
 import pytest
 
-import paper_repro
 from figures.compare import Row
 from figures.headline import CAPTIONS, TABLES, classify, headline_markdown, tally
 from figures.headline import row_record as record
 from figures.status import digest, done_status, read_status
 from figures.verdicts import compare_pair, equal_claim, holm, level_claim, order_claim, ordering_rows, welch
 from tests.test_verdicts import _pub
+
+TARGET, OTHER = "ifca-fig3c", "ifca-fig3d"  # the targets of conftest's tiny_out run
 
 
 def _tables(markdown: str) -> dict[str, list[dict]]:
@@ -131,14 +132,6 @@ def test_two_seeds_never_decide_a_claim():
 
 # -- status files ----------------------------------------------------------------------------------------------
 
-TARGET, OTHER = "ifca-fig3c", "ifca-fig3d"  # cheap targets at the tiny size
-
-
-@pytest.fixture(scope="module")
-def tiny_out(tmp_path_factory):
-    out = tmp_path_factory.mktemp("status")
-    assert paper_repro.main(["--tiny", "--only", f"{TARGET},{OTHER}", "--out", str(out), "--n-jobs", "1"]) == 0
-    return out
 
 
 def _headline_cells(out):

@@ -20,6 +20,7 @@ import pytest
 from synth import algorithms as A
 from synth.backend import GLMBackend
 from synth.federation import LogisticMixture, MixedLinearRegression
+from tests.test_faults import TINY_SPEC  # the two-point sweep of the fault tests
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -171,23 +172,6 @@ def test_step_size_must_be_a_number_not_a_bool(fed, value):
 
 
 # -- items 8 and 9: stores are regular files, verified on read --------------------------------------------------------
-
-TINY_SPEC = """\
-name = "tiny"
-trials = 2
-seed = 3
-[fixed]
-K = 2
-clients_per_cluster = 3
-n = 10
-d = 3
-rounds = 3
-[grid]
-sigma = [0.1, 0.2]
-[success]
-metric = "param_error"
-max = "0.6 * sigma"
-"""
 
 
 @pytest.fixture(scope="module")

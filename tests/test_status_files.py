@@ -9,18 +9,10 @@ from __future__ import annotations
 import json
 import shutil
 
-import pytest
-
 import paper_repro
 
-TARGET, OTHER = "ifca-fig3c", "ifca-fig3d"  # cheap targets at the tiny size
+TARGET, OTHER = "ifca-fig3c", "ifca-fig3d"  # the targets of conftest's tiny_out run
 
-
-@pytest.fixture(scope="module")
-def tiny_out(tmp_path_factory):
-    out = tmp_path_factory.mktemp("status")
-    assert paper_repro.main(["--tiny", "--only", f"{TARGET},{OTHER}", "--out", str(out), "--n-jobs", "1"]) == 0
-    return out
 
 
 def _headline_rows(report: str) -> list[dict]:
