@@ -248,6 +248,8 @@ def _rows_for(ctx: Context, artifact: str, mixings: list[str], metric: str, algo
                 recs = runs[(col, alg)]
                 s = summary_by(recs, metric)
                 note = "; ".join([*errors(recs), *filter(None, [_personal(ctx, dict(SUP)[alg])[1]])])
+                if metric == "test_accuracy":
+                    note = "; ".join(filter(None, [note, _train_identity(recs, metric, scale, 1)]))
                 rows.append(numeric_row(item, pub, s.mean, s.std, s["n"], scale, reason, note=note))
                 out.append({"mixing": mixing, "column": col, "algorithm": alg, "mean": s.mean, "std": s.std,
                             "seeds": s["n"], "published": pub.value if pub else None,
@@ -476,6 +478,17 @@ def _text_reason(ctx: Context, col: str) -> str | None:
     return f"{ctx.size} run; {TEXT_DEVIATION[col]}"
 
 
+def _train_identity(recs: list[dict], key: str, scale: float, digits: int) -> str:
+    """IFCA's rows: the same runs scored with each client's cluster identity on its training data (the model CLoVE
+    Alg. 1 gives its own clients), since CLoVE does not say how its self-implemented IFCA was scored; "" when the
+    runs do not record it (:func:`nets.evaluate.train_identity_scores`)."""
+    s = summarise_values(seed_values(recs, f"{key}_train_identity"))
+    if s["n"] == 0:
+        return ""
+    return (f"scored by IFCA's min-loss rule on test data; with each client's training-data cluster instead: "
+            f"{scale * s.mean:.{digits}f} ± {scale * s.std:.{digits}f} ({s['n']} seeds)")
+
+
 def _text_target(artifact: str):
     def run(ctx: Context) -> Section:
         runs = _text_runs(ctx)
@@ -490,6 +503,8 @@ def _text_target(artifact: str):
             recs = runs[(col, p.row)]
             reason = _text_reason(ctx, col)
             note = "; ".join([*errors(recs), *filter(None, [_personal(ctx, dict(SUP)[p.row])[1]])])
+            if artifact == "Table 3":
+                note = "; ".join(filter(None, [note, _train_identity(recs, "test_accuracy", 100.0, 1)]))
             if artifact == "Table 11":
                 key = "percent" if "% of final" in p.column else "first"
                 conv = rounds_to(recs, "ari", lambda v: v >= 0.9, percent_at=10)
@@ -597,8 +612,9 @@ def table5(ctx: Context) -> Section:
         for (label, _), recs in zip(algos, groups, strict=True):
             pub = lookup("CLoVE", "Table 5", label, col)
             s = summary_by(recs, "test_loss")
+            note = "; ".join(filter(None, [*errors(recs), _train_identity(recs, "test_loss", 1.0, 3)]))
             rows.append(numeric_row(f"{col} / {label}", pub, s.mean, s.std, s["n"], 1.0,
-                                    substitute_reason(ctx, base, UNSUP_MEDIUM), note="; ".join(errors(recs))))
+                                    substitute_reason(ctx, base, UNSUP_MEDIUM), note=note))
             out.append({"column": col, "algorithm": label, "mean": s.mean, "std": s.std, "seeds": s["n"],
                         "published": pub.value if pub else None, "published_pm": pub.pm if pub else None,
                         "values": seed_values(recs, "test_loss")})

@@ -14,6 +14,8 @@ clients; every client's test set is drawn from its own distribution.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from synth import metrics
@@ -21,7 +23,7 @@ from synth.validation import check_choice
 
 from .backend import TorchBackend
 
-__all__ = ["RULES", "client_scores", "clustering_scores", "evaluate", "mean_scores"]
+__all__ = ["RULES", "client_scores", "clustering_scores", "evaluate", "mean_scores", "train_identity_scores"]
 
 RULES = ("min-loss", "cluster")
 
@@ -63,6 +65,20 @@ def mean_scores(loss, acc, n_samples, missing, rule: str, choice=None) -> dict:
             "test_accuracy": None if np.isnan(mean_acc) else mean_acc,
             "unassigned": int(np.sum(missing)) if rule == "cluster" else 0,
             "choice": choice}
+
+
+def train_identity_scores(score: Callable[..., dict], models, rule: str, labels) -> dict:
+    """A min-loss run's clients scored with the model of their last cluster identity on their *training* data
+    (IFCA Alg. 2's estimate after the final round), beside the rule's choice on the test data.
+
+    This is how CLoVE Alg. 1 scores its own clients (the model of the client's cluster); CLoVE's tables do not say
+    how their self-implemented IFCA was scored, so both are recorded.  ``score(models, "cluster", labels)`` is
+    :func:`evaluate` on the test side (nets) or its Flower exchange.  Empty for other rules and single models.
+    """
+    if rule != "min-loss" or labels is None or len(models) < 2:
+        return {}
+    s = score(models, "cluster", np.asarray(labels, dtype=np.int64))
+    return {"test_accuracy_train_identity": s["test_accuracy"], "test_loss_train_identity": s["test_loss"]}
 
 
 def clustering_scores(labels, truth) -> dict:

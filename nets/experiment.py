@@ -26,7 +26,7 @@ from .checkpoint import load_checkpoint, release_checkpoint, save_checkpoint
 from .data import SOURCES, fetch
 from .datasets import DATASETS, build_federation, default_model
 from .device import resolve_device
-from .evaluate import clustering_scores, evaluate
+from .evaluate import clustering_scores, evaluate, train_identity_scores
 from .models import MODELS
 from .partition import PoolTooSmallError
 
@@ -360,6 +360,8 @@ def run_experiment(params: dict[str, Any], *, history: bool = False, batched: bo
         "resumed_from_round": start if ckpt is not None else None, "notes": list(fed.notes) + n_note,
         "algo_params": dict(sorted(algo_params.items())),
     }
+    record.update(train_identity_scores(lambda M, rule, lab: evaluate(test, M, rule, lab), res.models, spec.rule,
+                                        res.labels))
     if "status" in res.extra:  # e.g. SR-FCA: why no cluster survived
         record["status"] = str(res.extra["status"])
     if machines is not None:

@@ -62,7 +62,7 @@ __all__ = [
 
 BACKENDS = ("loky", "threading", "dask")
 # fields that measure elapsed time: excluded when records are compared for bit-identity
-WALL_CLOCK_FIELDS = ("seconds",)
+WALL_CLOCK_FIELDS = ("seconds", "cpu_seconds")
 
 TrialFn = Callable[[dict[str, Any], int], dict[str, Any]]
 
@@ -181,7 +181,7 @@ def _run_one(trial_fn: TrialFn, params: dict, point: int, trial: int, seed: int,
              blas_threads: int | None) -> dict[str, Any]:
     """Run one trial and wrap it in a store record (status ok / failed with the reason)."""
     _tune_malloc()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     status, reason, result = "ok", None, {}
     with _blas_limit(blas_threads):
         try:
@@ -196,7 +196,8 @@ def _run_one(trial_fn: TrialFn, params: dict, point: int, trial: int, seed: int,
             if bad:
                 status, reason = "failed", "non-finite result: " + ", ".join(bad)
     return {"point": point, "trial": trial, "seed": seed, "status": status, "reason": reason,
-            "params": params, "result": result, "seconds": time.perf_counter() - start}
+            "params": params, "result": result, "seconds": time.perf_counter() - start,
+            "cpu_seconds": time.process_time() - cpu}
 
 
 @contextlib.contextmanager
@@ -406,7 +407,7 @@ def run_trials(
     Returns
     -------
     records sorted by ``(point, trial)``: ``{"point", "trial", "seed", "status" ("ok" | "failed"), "reason",
-    "params", "result", "seconds"}``.
+    "params", "result", "seconds", "cpu_seconds"}`` (wall and process CPU seconds of the trial).
     """
     if not callable(trial_fn):
         raise TypeError(f"trial_fn must be callable, got {type(trial_fn).__name__}")

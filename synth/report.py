@@ -151,9 +151,10 @@ def tidy_rows(sweep: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
             result_cols[col] = True
         row["trial_success"] = success_of(r.get("result"), params, sweep["success"], r["status"])
         row["wall_seconds"] = r.get("seconds")
+        row["cpu_seconds"] = r.get("cpu_seconds")
         rows.append(row)
     cols = ["point", "trial", "seed", "status", "reason", *param_cols, *result_cols, "trial_success",
-            "wall_seconds"]
+            "wall_seconds", "cpu_seconds"]
     return cols, rows
 
 
@@ -479,6 +480,18 @@ def _code_line(sessions: list[dict]) -> str:
     return f"- code: {codes[0] if codes else 'unknown'} (written by {n} invocation{'s' if n != 1 else ''})"
 
 
+def _compute_line(records: list[dict]) -> str:
+    """The trials' compute: wall seconds summed (trials of parallel workers overlap, and a paused or shared worker's
+    wall time runs on), and process CPU seconds where the records hold them."""
+    wall = sum(float(r.get("seconds") or 0.0) for r in records)
+    cpu = [float(r["cpu_seconds"]) for r in records if r.get("cpu_seconds") is not None]
+    text = f"- compute: {wall / 3600:.2f} h of trial wall time summed"
+    if cpu:
+        text += (f"; {sum(cpu) / 3600:.2f} CPU-hours over the {len(cpu)} of {len(records)} trials that record CPU "
+                 "time")
+    return text + " (`trials.csv`: `wall_seconds`, `cpu_seconds`)"
+
+
 def build_report(directory: str | Path, out: str | Path | None = None, confidence: float = 0.95) -> Path:
     """Aggregate a sweep store into CSV tables, figures and ``report.md``; returns the report's path.
 
@@ -539,6 +552,7 @@ def build_report(directory: str | Path, out: str | Path | None = None, confidenc
               f"- root seed: {meta.get('root_seed')}; varying: {', '.join(sweep['varying']) or 'nothing'}",
               f"- toolkit: {', '.join(f'{k} {v}' for k, v in versions.items())}",
               _code_line(meta.get("sessions") or []),
+              _compute_line(sweep["records"]),
               ""]
     spec = sweep["spec"]
     if "fixed" in spec or "algorithms" in spec:

@@ -142,6 +142,8 @@ def test_paper_scale_rows_hold_stored_runs_to_the_papers_pm(tmp_path, fake_data)
         path = r.path(root)
         path.parent.mkdir(parents=True, exist_ok=True)
         result = {"test_loss": losses[r.point["algo"]][r.trial], "test_accuracy": None, "ari": 1.0}
+        if r.point["algo"] == "ifca":  # IFCA's clients scored with their training-data cluster as well
+            result["test_loss_train_identity"] = [0.030, 0.032, 0.034][r.trial]
         path.write_text(json.dumps({"campaign": 1, "folder": r.folder, "seed": r.seed, "point": r.point,
                                     "cpu_seconds": 1.0, "result": result}))
     rows, cells = campaign_rows(root, fake_data)
@@ -154,3 +156,5 @@ def test_paper_scale_rows_hold_stored_runs_to_the_papers_pm(tmp_path, fake_data)
     p = ttest_ind_from_stats(m, s, 3, pub.value, pub.pm, 3, equal_var=False).pvalue
     assert by["CLoVE"].welch.startswith("differs" if p * 4 < 0.05 else "consistent")
     assert "protocol differences" in by["CLoVE"].note and "seed(s) stored" in by["CLoVE"].note
+    assert "with each client's training-data cluster instead: 0.032 ± 0.002 (3 seeds)" in by["IFCA"].note
+    assert "training-data cluster" not in by["CLoVE"].note

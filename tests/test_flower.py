@@ -83,6 +83,8 @@ def test_flower_run_equals_nets_run(name, flower_runs, monkeypatch):
         assert got[key] == want[key], key
     assert got["test_accuracy"] == pytest.approx(want["test_accuracy"], abs=1e-4)
     assert got["test_loss"] == pytest.approx(want["test_loss"], abs=1e-4)
+    for key in ("test_accuracy_train_identity", "test_loss_train_identity"):  # IFCA's second score
+        assert got.get(key) == pytest.approx(want.get(key), abs=1e-4), key
     assert got["history"]["ari"] == want["history"]["ari"]
     # the same record, plus what the Flower side cost
     assert set(got) == set(want) | {"flower"}

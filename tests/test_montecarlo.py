@@ -75,6 +75,7 @@ def test_records_sorted_and_seeded_by_position(tmp_path):
     for r in recs:
         assert r["seed"] == trial_seed(11, r["point"], r["trial"])
         assert r["status"] == "ok" and r["reason"] is None
+        assert 0.0 <= r["cpu_seconds"] and 0.0 <= r["seconds"]  # what the trial cost, left out of comparisons
         assert r["result"] == counting_trial({**pts[r["point"]], "log": str(tmp_path / "x")}, r["seed"])
     # more trials later: the first four of each point are unchanged
     more = run_trials(counting_trial, pts, 6, root_seed=11)

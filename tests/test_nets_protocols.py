@@ -1,4 +1,5 @@
-"""Protocol options of ``python -m nets run``: separate local starts, IFCA's test machines, CFL's split test."""
+"""Protocol options of ``python -m nets run``: separate local starts, IFCA's test machines and training-identity
+score, CFL's split test."""
 
 from __future__ import annotations
 
@@ -34,6 +35,18 @@ def test_test_machines_scored_by_min_loss_and_absent_for_local_models():
     assert run_experiment(dict(SMALL, algo="local", test_machines=8, test_machine_size=5))[
         "test_accuracy_machines"] is None
     assert "test_accuracy_machines" not in run_experiment(dict(SMALL, algo="ifca"))
+
+
+def test_ifca_also_scored_with_its_training_identity_which_never_beats_the_test_min_loss_choice():
+    # 6 models for 4 clusters: some clients' test data can prefer a model their training data did not pick
+    rec = run_experiment(dict(SMALL, algo="ifca", n_clusters=6, rounds=3, seed=3))
+    assert 0.0 <= rec["test_accuracy_train_identity"] <= 1.0
+    # the min-loss rule picks, per client, the model of least test loss: its loss is at most the training identity's
+    assert rec["test_loss"] <= rec["test_loss_train_identity"] + 1e-9
+    assert rec["test_loss"] < rec["test_loss_train_identity"]  # at this seed the two rules pick different models
+    for algo in ("global", "srfca", "clove", "local"):  # one model, or already scored by the client's cluster
+        extra = dict(threshold=1.5) if algo == "srfca" else {}
+        assert "test_accuracy_train_identity" not in run_experiment(dict(SMALL, algo=algo, **extra))
 
 
 def test_cfl_records_its_split_test_and_splits_when_the_thresholds_allow():

@@ -164,6 +164,10 @@ def test_report_renders_figures_and_markdown(report_dir):
         assert f"]({name})" in md
     assert "24 of 24 finished" in md and "failed trials (diverged / non-finite): 12 (DivergenceError: 12)" in md
     assert "dashed: demo: n = 10 / R; demo: R = 1" in md
+    # compute summed from the trials' own clocks, as trials.csv lists them
+    with open(out / "trials.csv") as fh:
+        cpu = sum(float(t["cpu_seconds"]) for t in csv.DictReader(fh))
+    assert f"{cpu / 3600:.2f} CPU-hours over the 24 of 24 trials that record CPU time" in md
 
 
 def test_report_of_an_interrupted_sweep_says_so(sweep_dir, tmp_path, capsys):

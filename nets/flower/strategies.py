@@ -55,7 +55,7 @@ from synth.validation import did_you_mean
 from ..algorithms import ALGOS, hyper_parameters, make_estimator
 from ..backend import TorchBackend
 from ..device import resolve_device
-from ..evaluate import clustering_scores, mean_scores
+from ..evaluate import clustering_scores, mean_scores, train_identity_scores
 from ..functional import FunctionalModel
 from ..models import MODELS, model_factory
 from .backend import Answers, ClientsLost, FederatedBackend
@@ -389,6 +389,7 @@ class FlowerStrategy(Strategy):
             "resumed_from_round": None, "notes": list(facts["notes"]),
             "algo_params": dict(sorted(self.algo_params.items())),
         }
+        record.update(train_identity_scores(self.evaluate, res.models, spec.rule, labels))
         if "status" in res.extra:
             record["status"] = str(res.extra["status"])
         if self.history:
