@@ -12,7 +12,9 @@ commit, device, seed, wall and CPU time, load.
 A *cell* is one data set at one setting (say CLoVE's Amazon runs, or IFCA Table I at (m, n) = (2400, 100)): the runs
 of one folder, data set and number of clients.  Every published number of ``figures/published/tables.csv`` belongs
 to one cell (:func:`cell_of`); the manifest (``figures/measured/campaign.csv``) lists them with the cell's setting,
-its measured seconds per round, its CPU-hours for the paper's seeds and for a minimal test, and a status:
+its measured seconds per round, its CPU-hours for the paper's seeds and for a minimal test (a point's runs cost the
+mean CPU time of its stored runs where any is stored, else a few timed rounds extrapolated: ``cost_basis``), and a
+status:
 
 * ``stored`` -- the minimal test's runs are all stored;
 * ``queued`` -- it fits the campaign's CPU budget (cells taken by published numbers per CPU-hour, best first);
@@ -438,8 +440,32 @@ def _size(cell: Cell) -> float:
     return float(cell.clients) * float(p.get("n_per_client", 1)) * float(p.get("rounds", 1)) * len(cell.points())
 
 
-def run_seconds(req: RunRequest, timings: dict) -> float | None:
-    """Estimated CPU seconds of one run at its full rounds (None when its setting has not been timed)."""
+def _point_key(folder: str, point: dict) -> str:
+    """Runs of one point (any seed): same folder, same point."""
+    text = json.dumps({"folder": folder, "point": run_point(point)}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def stored_seconds(root: Path = HERE) -> dict[str, list[float]]:
+    """The CPU seconds of the stored campaign runs under ``root``, per point (:func:`_point_key`)."""
+    out: dict[str, list[float]] = {}
+    for path in Path(root).glob("*/*.json"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("campaign") and isinstance(data.get("point"), dict) \
+                and data.get("cpu_seconds") is not None:
+            out.setdefault(_point_key(str(data.get("folder")), data["point"]), []).append(float(data["cpu_seconds"]))
+    return out
+
+
+def run_seconds(req: RunRequest, timings: dict, measured: dict[str, list[float]] | None = None) -> float | None:
+    """CPU seconds of one run at its full rounds: the mean of the stored runs of its point where ``measured``
+    (:func:`stored_seconds`) has any, else extrapolated from its setting's timed rounds (None when not timed)."""
+    done = (measured or {}).get(_point_key(req.folder, req.point))
+    if done:
+        return sum(done) / len(done)
     t = timings.get(_timing_key(req))
     if t is None or "error" in t:
         return None
@@ -481,6 +507,7 @@ class CellPlan:
     seconds_minimal: float | None
     stored: dict[int, int]  # trial -> runs stored
     status: str = ""
+    measured_points: int = 0  # points whose cost is the mean of their stored runs (the others: timed rounds)
 
     @property
     def numbers(self) -> int:
@@ -511,10 +538,11 @@ def plan(cell_list: list[Cell], timings: dict, budget_hours: float = BUDGET_HOUR
     best first).  A cell whose minimal test is stored is ``stored``; the others are ``queued`` while their minimal
     tests fit ``budget_hours`` (counting what the stored runs took), else ``needs a GPU``."""
     plans = []
+    measured = stored_seconds(root)
     for cell in cell_list:
         data = _data_status(data_dir, cell.dataset)
         minimal = minimal_seeds(cell)
-        est = [run_seconds(r, timings) for r in cell.requests]
+        est = [run_seconds(r, timings, measured) for r in cell.requests]
         known = None not in est
         paper = sum(est) if known else None
         mini = sum(e for r, e in zip(cell.requests, est, strict=True) if r.trial < minimal) if known else None
@@ -522,7 +550,9 @@ def plan(cell_list: list[Cell], timings: dict, budget_hours: float = BUDGET_HOUR
         for r in cell.requests:
             if r.path(root).exists():
                 stored[r.trial] = stored.get(r.trial, 0) + 1
-        plans.append(CellPlan(cell, data, minimal, paper, mini, stored))
+        points = {r.point_index: r for r in cell.requests}
+        plans.append(CellPlan(cell, data, minimal, paper, mini, stored, measured_points=sum(
+            1 for r in points.values() if _point_key(r.folder, r.point) in measured)))
     plans.sort(key=lambda c: (-c.per_hour, c.cell.name))
     spent = _stored_cpu_hours(root)
     left = budget_hours - spent
@@ -538,7 +568,7 @@ def plan(cell_list: list[Cell], timings: dict, budget_hours: float = BUDGET_HOUR
         elif c.seconds_minimal is None:
             c.status = "not timed yet"
         else:
-            todo = sum(run_seconds(r, timings) for r in c.runs_missing(c.minimal, root)) / 3600
+            todo = sum(run_seconds(r, timings, measured) for r in c.runs_missing(c.minimal, root)) / 3600
             if todo <= left:
                 c.status = "queued"
                 left -= todo
@@ -563,8 +593,8 @@ def _stored_cpu_hours(root: Path = HERE) -> float:
 MANIFEST_COLUMNS = ["paper", "artifact", "group", "row", "column", "value", "pm", "cell", "targets", "dataset",
                     "clients", "n_per_client", "model", "rounds", "local_steps", "batch_size", "optimizer",
                     "step_size", "paper_seeds", "minimal_seeds", "seeds_stored", "data", "seconds_per_round",
-                    "cpu_hours_paper_seeds", "cpu_hours_minimal", "cell_numbers", "numbers_per_cpu_hour", "status",
-                    "round_time_split"]
+                    "cpu_hours_paper_seeds", "cpu_hours_minimal", "cost_basis", "cell_numbers", "numbers_per_cpu_hour",
+                    "status", "round_time_split"]
 
 
 def manifest_rows(plans: list[CellPlan], timings: dict) -> list[dict]:
@@ -593,7 +623,8 @@ def manifest_rows(plans: list[CellPlan], timings: dict) -> list[dict]:
                 "data": c.data, "seconds_per_round": _num(per_round),
                 "cpu_hours_paper_seeds": _num(c.seconds_paper and c.seconds_paper / 3600),
                 "cpu_hours_minimal": _num(c.seconds_minimal and c.seconds_minimal / 3600),
-                "cell_numbers": c.numbers, "numbers_per_cpu_hour": _num(c.per_hour), "status": c.status,
+                "cost_basis": _basis(c), "cell_numbers": c.numbers, "numbers_per_cpu_hour": _num(c.per_hour),
+                "status": c.status,
                 "round_time_split": split})
     for p in tables():
         if id(p) not in placed:
@@ -602,6 +633,16 @@ def manifest_rows(plans: list[CellPlan], timings: dict) -> list[dict]:
                          "column": p.column, "value": p.text, "pm": p.pm_text, "dataset": ds,
                          "data": _data_status(None, ds), "status": "data not available"})
     return rows
+
+
+def _basis(c: CellPlan) -> str:
+    """Where a cell's CPU-hours come from."""
+    n = len(c.cell.points())
+    if c.measured_points == n:
+        return "stored runs"
+    if c.measured_points:
+        return f"stored runs ({c.measured_points} of {n} points), timed rounds"
+    return "timed rounds"
 
 
 def _cell_split(cell: Cell, timings: dict) -> str:
@@ -722,6 +763,7 @@ def queue(plans: list[CellPlan], timings: dict, budget_hours: float, root: Path 
     """The runs to do, in order: the minimal tests of the queued cells (best numbers per CPU-hour first), then
     their remaining seeds up to the paper's count, while the budget lasts."""
     left = budget_hours - _stored_cpu_hours(root)
+    measured = stored_seconds(root)
     out = []
     for seeds_of in (lambda c: c.minimal, lambda c: c.cell.seeds):
         for c in plans:
@@ -730,7 +772,7 @@ def queue(plans: list[CellPlan], timings: dict, budget_hours: float, root: Path 
             for r in sorted(c.runs_missing(seeds_of(c), root), key=lambda r: (r.trial, r.point_index)):
                 if r in out:
                     continue
-                cost = (run_seconds(r, timings) or 0.0) / 3600
+                cost = (run_seconds(r, timings, measured) or 0.0) / 3600
                 if cost > left:
                     continue
                 left -= cost
@@ -752,7 +794,8 @@ def run_campaign(budget_hours: float = BUDGET_HOURS, n_jobs: int = 1, root: Path
     timings = measure(cell_list, root, data_dir, log=log)
     plans = plan(cell_list, timings, budget_hours, root, data_dir)
     todo = queue(plans, timings, budget_hours, root)
-    est = sum(run_seconds(r, timings) or 0.0 for r in todo) / 3600
+    measured = stored_seconds(root)
+    est = sum(run_seconds(r, timings, measured) or 0.0 for r in todo) / 3600
     log(f"campaign: {len(todo)} runs queued, about {est:.1f} CPU-hours; {n_jobs} process(es)")
     if not todo:
         return 0

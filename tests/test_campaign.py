@@ -82,6 +82,28 @@ def test_budget_queues_the_most_numbers_per_cpu_hour_first(tmp_path, fake_data):
     assert {r.point["dataset"] for r in todo} == {"amazon"} and len(todo) == 36
 
 
+def test_a_points_stored_runs_replace_its_timed_estimate(tmp_path, fake_data):
+    """Once one seed of a point is stored, the point's other seeds cost what that run measured."""
+    root = tmp_path / "store"
+    requests, _ = campaign.collect(root, fake_data, names=["clove-table5"])
+    cell = _cell(requests, "unsup-mnist")
+    timings = {campaign._timing_key(r): {"seconds_per_round": 36.0, "setup_seconds": 0.0} for r in cell.requests}
+    stored = [r for r in cell.requests if r.trial == 0 and r.point["algo"] in ("global", "ifca")]
+    for r, cpu in zip(stored, (360.0, 720.0), strict=True):  # 0.1 and 0.2 h against the timed 1 h
+        r.path(root).parent.mkdir(parents=True, exist_ok=True)
+        r.path(root).write_text(json.dumps({"campaign": 1, "folder": r.folder, "seed": r.seed, "point": r.point,
+                                            "cpu_seconds": cpu, "result": {"test_loss": 0.03}}))
+    (plan,) = campaign.plan([cell], timings, 40.0, root, fake_data)
+    # 3 seeds: global 3 x 0.1 h, IFCA 3 x 0.2 h, Local and CLoVE 3 x 1 h (timed)
+    assert math.isclose(plan.seconds_minimal / 3600, 0.3 + 0.6 + 6.0)
+    assert plan.measured_points == 2
+    row = campaign.manifest_rows([plan], timings)[0]
+    assert row["cost_basis"] == "stored runs (2 of 4 points), timed rounds"
+    todo = campaign.queue([plan], timings, 40.0, root)
+    assert math.isclose(sum(campaign.run_seconds(r, timings, campaign.stored_seconds(root)) for r in todo) / 3600,
+                        0.2 + 0.4 + 6.0)  # the stored seed 0 of global and IFCA is not queued again
+
+
 def _tiny_point():
     return dict(dataset="digits-rotated", algo="global", clients=4, n_per_client=10, n_test=5, rounds=2,
                 local_steps=1, step_size=0.1, averaging="model", eval_every=0, device="cpu")
