@@ -357,7 +357,8 @@ def _heatmap_figure(sweep, summary, heat, path: Path, confidence: float) -> str:
     line_colours = sns.color_palette("colorblind")
     with sns.axes_style("white"):
         width = max(5.2, 0.5 * len(xs_all) + 2.4)  # cells wide enough for their labels
-        fig = Figure(figsize=(width * ncol, 4.3 * nrow + (0.3 if heat.get("boundaries") else 0)))
+        # constrained: each facet's title clears the x label of the facet above it
+        fig = Figure(figsize=(width * ncol, 4.3 * nrow + (0.3 if heat.get("boundaries") else 0)), layout="constrained")
         axes = fig.subplots(nrow, ncol, squeeze=False)
         mesh = None
         for fi, (key, rows) in enumerate(facets.items()):
