@@ -636,7 +636,9 @@ def manifest_rows(plans: list[CellPlan], timings: dict) -> list[dict]:
 
 
 def _basis(c: CellPlan) -> str:
-    """Where a cell's CPU-hours come from."""
+    """Where a cell's CPU-hours come from ('' where it has none)."""
+    if c.seconds_minimal is None:
+        return ""
     n = len(c.cell.points())
     if c.measured_points == n:
         return "stored runs"
