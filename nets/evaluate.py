@@ -75,6 +75,7 @@ def train_identity_scores(score: Callable[..., dict], models, rule: str, labels)
     how their self-implemented IFCA was scored, so both are recorded.  ``score(models, "cluster", labels)`` is
     :func:`evaluate` on the test side (nets) or its Flower exchange.  Empty for other rules and single models.
     """
+    rule = check_choice("rule", rule, (*RULES, "own"))  # an algorithm's rule ("own": Local, a model per client)
     if rule != "min-loss" or labels is None or len(models) < 2:
         return {}
     s = score(models, "cluster", np.asarray(labels, dtype=np.int64))

@@ -206,6 +206,8 @@ NETS_CASES = [
                                                                 np.random.default_rng()), "partition must be one of"),
     ("nets.partition.cluster_sizes", lambda t: _nets()[6].cluster_sizes(-1, 2), "clients must be"),
     ("nets.evaluate.evaluate", lambda t: _nets()[4].evaluate(None, np.zeros((1, 3)), "nope"), "rule must be one of"),
+    ("nets.evaluate.train_identity_scores",
+     lambda t: _nets()[4].train_identity_scores(None, np.zeros((2, 3)), "nope", [0, 1]), "rule must be one of"),
     ("nets.evaluate.client_scores", lambda t: _nets()[4].client_scores(None, np.zeros((1, 3)), "nope"),
      "rule must be one of"),
     ("nets.algorithms.make_estimator", lambda t: _nets()[1].make_estimator("ifcaa", {}), "did you mean 'ifca'"),
