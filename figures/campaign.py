@@ -579,15 +579,7 @@ def plan(cell_list: list[Cell], timings: dict, budget_hours: float = BUDGET_HOUR
 
 def _stored_cpu_hours(root: Path = HERE) -> float:
     """CPU-hours of every stored campaign run under ``root``."""
-    total = 0.0
-    for path in Path(root).glob("*/*.json"):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and data.get("campaign"):
-            total += float(data.get("cpu_seconds") or 0.0)
-    return total / 3600
+    return sum(sum(v) for v in stored_seconds(root).values()) / 3600
 
 
 MANIFEST_COLUMNS = ["paper", "artifact", "group", "row", "column", "value", "pm", "cell", "targets", "dataset",

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from .store import TrialStore, fingerprint_of, read_meta, seed_for
+from .store import CLOCK_FIELDS, TrialStore, fingerprint_of, read_meta, seed_for
 from .validation import check_choice, check_int
 
 __all__ = [
@@ -62,7 +62,7 @@ __all__ = [
 
 BACKENDS = ("loky", "threading", "dask")
 # fields that measure elapsed time: excluded when records are compared for bit-identity
-WALL_CLOCK_FIELDS = ("seconds", "cpu_seconds")
+WALL_CLOCK_FIELDS = CLOCK_FIELDS
 
 TrialFn = Callable[[dict[str, Any], int], dict[str, Any]]
 

@@ -207,7 +207,7 @@ def _parse_lines(data: bytes, path: Path, lines: list[int] | None = None) -> tup
 
 
 _RECORD_TYPES = {"point": int, "trial": int, "seed": int, "status": str, "params": dict, "result": dict}
-_CLOCKS = ("seconds", "cpu_seconds")  # wall and CPU time of a trial: not part of what it computed
+CLOCK_FIELDS = ("seconds", "cpu_seconds")  # wall and CPU time of a trial: not part of what it computed
 
 
 def check_record(record: Any, where: str = "record") -> dict:
@@ -231,7 +231,7 @@ def check_record(record: Any, where: str = "record") -> dict:
     if not isinstance(record.get("reason"), str if record["status"] == "failed" else (str, type(None))):
         raise StoreError(f"{where}: trial record field 'reason' must be a string"
                          + (" (the trial failed)" if record["status"] == "failed" else " or null"))
-    for clock in _CLOCKS:
+    for clock in CLOCK_FIELDS:
         seconds = record.get(clock)
         if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))):
             raise StoreError(f"{where}: trial record field {clock!r} must be a number or null")
@@ -409,7 +409,7 @@ def _typed_metrics(meta: dict | None) -> tuple[str, ...]:
 
 def _strip_clock(obj: Any) -> Any:
     if isinstance(obj, dict):
-        return {k: _strip_clock(v) for k, v in obj.items() if k not in _CLOCKS}
+        return {k: _strip_clock(v) for k, v in obj.items() if k not in CLOCK_FIELDS}
     return obj
 
 
