@@ -44,7 +44,7 @@ from .published import Published, tables
 from .registry import Context
 
 __all__ = ["BUDGET_HOURS", "Cell", "HERE", "RunRequest", "cell_of", "cells", "collect", "load_run", "manifest_rows",
-           "minimal_seeds", "plan", "run_campaign", "stored_records", "write_manifest"]
+           "minimal_seeds", "plan", "gpu_queue", "run_campaign", "stored_records", "write_manifest"]
 
 HERE = Path(__file__).parent / "measured"
 TIMINGS = "campaign_timings.json"
@@ -205,7 +205,8 @@ def minimal_seeds(cell: Cell) -> int:
 # -- provenance ----------------------------------------------------------------------------------------------------
 
 def commit() -> str:
-    """The checked-out commit (with ``+`` when the tree has uncommitted changes), or ``unknown``."""
+    """The checked-out commit (with ``+`` when the tree has uncommitted changes), else ``$CFLAB_COMMIT``, else
+    ``unknown``."""
     root = Path(__file__).resolve().parent.parent
     try:
         head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True,
@@ -215,12 +216,19 @@ def commit() -> str:
                                 ":(exclude)figures/measured"], cwd=root, capture_output=True, text=True,
                                timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return (head + ("+" if dirty else "")) if head else "unknown"
+        head = ""
+    if not head:  # a copy of the tree without its .git (a lent GPU machine): the commit it was copied from
+        return os.environ.get("CFLAB_COMMIT", "unknown")
+    return head + ("+" if dirty else "")
 
 
-def device_name() -> str:
-    """The CPU model (or GPU) and core count of this machine, for the run records."""
+def device_name(device: str = "cpu") -> str:
+    """The GPU (``device`` ``"cuda"``: its name, torch and CUDA versions) or the CPU model and core count of this
+    machine, for the run records."""
+    if device == "cuda":
+        import torch
+
+        return f"cuda: {torch.cuda.get_device_name()} (torch {torch.__version__}, CUDA {torch.version.cuda})"
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -447,7 +455,8 @@ def _point_key(folder: str, point: dict) -> str:
 
 
 def stored_seconds(root: Path = HERE) -> dict[str, list[float]]:
-    """The CPU seconds of the stored campaign runs under ``root``, per point (:func:`_point_key`)."""
+    """The CPU seconds of the stored campaign runs under ``root`` made on a CPU, per point (:func:`_point_key`);
+    runs made on a GPU cost no CPU budget and price nothing on this machine."""
     out: dict[str, list[float]] = {}
     for path in Path(root).glob("*/*.json"):
         try:
@@ -455,7 +464,7 @@ def stored_seconds(root: Path = HERE) -> dict[str, list[float]]:
         except (OSError, ValueError):
             continue
         if isinstance(data, dict) and data.get("campaign") and isinstance(data.get("point"), dict) \
-                and data.get("cpu_seconds") is not None:
+                and data.get("cpu_seconds") is not None and str(data.get("device", "cpu")).startswith("cpu"):
             out.setdefault(_point_key(str(data.get("folder")), data["point"]), []).append(float(data["cpu_seconds"]))
     return out
 
@@ -693,9 +702,10 @@ def summary(plans: list[CellPlan], rows: list[dict], budget_hours: float) -> str
 
 # -- the runner ------------------------------------------------------------------------------------------------------
 
-def execute(req: RunRequest, root: str, data_dir: str | None, command: str) -> dict:
-    """Run one campaign run and store its JSON (atomically): the target's record plus command, commit, device,
-    seed, wall and CPU time.  IFCA and global runs checkpoint every round under ``root/.checkpoints`` and resume
+def execute(req: RunRequest, root: str, data_dir: str | None, command: str, device: str = "cpu") -> dict:
+    """Run one campaign run on ``device`` (``"cpu"``: torch on one thread; ``"cuda"``) and store its JSON
+    (atomically): the target's record plus command, commit, device, seed, wall and CPU time.  IFCA and global runs
+    checkpoint every round under ``root/.checkpoints`` and resume
     from there, so a kill loses at most one round of them; the other algorithms rerun the run (nets checkpoints
     only IFCA and global).  Returns a short summary for the log."""
     import fcntl
@@ -713,13 +723,13 @@ def execute(req: RunRequest, root: str, data_dir: str | None, command: str) -> d
     try:
         if path.exists():
             return {"run": f"{req.folder}/{path.name}", "skipped": "stored meanwhile"}
-        return _execute(req, root, data_dir, command, path)
+        return _execute(req, root, data_dir, command, path, device)
     finally:
         os.close(lock)
         path.with_suffix(".running").unlink(missing_ok=True)
 
 
-def _execute(req: RunRequest, root: str, data_dir: str | None, command: str, path: Path) -> dict:
+def _execute(req: RunRequest, root: str, data_dir: str | None, command: str, path: Path, device: str) -> dict:
     import importlib
 
     import torch
@@ -730,7 +740,7 @@ def _execute(req: RunRequest, root: str, data_dir: str | None, command: str, pat
     point = run_point(req.point)
     if data_dir is not None:
         point["data_dir"] = str(data_dir)
-    point["device"] = "cpu"
+    point["device"] = device
     if req.point.get("algo") in ("ifca", "global") and not isinstance(req.point.get("step_size"), list):
         point["checkpoint_dir"] = str(Path(root) / CHECKPOINTS / req.folder)
     load0 = os.getloadavg()
@@ -740,11 +750,13 @@ def _execute(req: RunRequest, root: str, data_dir: str | None, command: str, pat
             result = trial_fn(point, req.seed)
     except Exception as exc:  # one failing run is reported, the others go on
         return {"run": req.path(Path(root)).name, "error": f"{type(exc).__name__}: {exc}"}
+    if device == "cuda":
+        torch.cuda.synchronize()
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     record = {"campaign": 1, "target": req.target, "folder": req.folder, "point": run_point(req.point),
               "point_index": req.point_index, "trial": req.trial, "seed": req.seed, "trial_fn": req.trial_fn,
               "command": command, "nets_command": nets_command(req.point, req.seed), "commit": commit(),
-              "device": device_name(), "torch_threads": 1, "wall_seconds": wall, "cpu_seconds": cpu,
+              "device": device_name(device), "torch_threads": 1, "wall_seconds": wall, "cpu_seconds": cpu,
               "resumed_from_round": (result or {}).get("resumed_from_round"),
               "load_average": [list(load0), list(os.getloadavg())],
               "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "result": result}
@@ -774,23 +786,44 @@ def queue(plans: list[CellPlan], timings: dict, budget_hours: float, root: Path 
     return out
 
 
+def gpu_queue(cell_list: list[Cell], only: list[str] | None, root: Path = HERE) -> list[RunRequest]:
+    """The minimal tests' missing runs of ``cell_list`` for a GPU: cells in the order ``only`` names them (a GPU's
+    time goes first to what the CPU budget cannot reach), each cell's runs seed by seed."""
+    order = list({c.name: c for o in (only or [""]) for c in cell_list if o in c.name}.values())
+    out: list[RunRequest] = []
+    for c in order:
+        seeds = minimal_seeds(c)
+        out += sorted((r for r in c.requests if r.trial < seeds and not r.path(root).exists()),
+                      key=lambda r: (r.trial, r.point_index))
+    return out
+
+
 def run_campaign(budget_hours: float = BUDGET_HOURS, n_jobs: int = 1, root: Path = HERE, data_dir: str | None = None,
                  only: list[str] | None = None, hours: float | None = None, command: str = "",
-                 log: Callable[[str], None] = print) -> int:
+                 log: Callable[[str], None] = print, device: str = "cpu", gpu_order: bool | None = None,
+                 on_stored: Callable[[dict], None] | None = None) -> int:
     """Time the cells not timed yet, then run the queue (see :func:`queue`) with ``n_jobs`` processes, one JSON
     per finished run; ``only`` restricts to cells whose name contains one of the strings; ``hours`` stops
-    starting runs after that much wall time.  Returns the number of runs finished."""
+    starting runs after that much wall time.  On ``device`` ``"cuda"`` (or with ``gpu_order``) nothing is timed
+    and the CPU budget does not apply: the queue is :func:`gpu_queue`, one run at a time.  ``on_stored`` is
+    called with each finished run's summary.  Returns the number of runs finished."""
     from joblib import Parallel, delayed
 
     requests, _ = collect(root, data_dir)
     cell_list = [c for c in cells(requests) if only is None or any(o in c.name for o in only)]
     cell_list = [c for c in cell_list if not _data_status(data_dir, c.dataset).startswith("no")]
-    timings = measure(cell_list, root, data_dir, log=log)
-    plans = plan(cell_list, timings, budget_hours, root, data_dir)
-    todo = queue(plans, timings, budget_hours, root)
-    measured = stored_seconds(root)
-    est = sum(run_seconds(r, timings, measured) or 0.0 for r in todo) / 3600
-    log(f"campaign: {len(todo)} runs queued, about {est:.1f} CPU-hours; {n_jobs} process(es)")
+    if gpu_order is None:
+        gpu_order = device != "cpu"
+    if not gpu_order:
+        timings = measure(cell_list, root, data_dir, log=log)
+        plans = plan(cell_list, timings, budget_hours, root, data_dir)
+        todo = queue(plans, timings, budget_hours, root)
+        measured = stored_seconds(root)
+        est = sum(run_seconds(r, timings, measured) or 0.0 for r in todo) / 3600
+        log(f"campaign: {len(todo)} runs queued, about {est:.1f} CPU-hours; {n_jobs} process(es)")
+    else:
+        todo, n_jobs = gpu_queue(cell_list, only, root), 1
+        log(f"campaign: {len(todo)} runs queued on {device_name(device)}")
     if not todo:
         return 0
     deadline = None if hours is None else time.time() + hours * 3600
@@ -800,13 +833,14 @@ def run_campaign(budget_hours: float = BUDGET_HOURS, n_jobs: int = 1, root: Path
             if deadline is not None and time.time() > deadline:
                 log("campaign: the wall-time limit is reached; no more runs are started")
                 return
-            yield delayed(execute)(r, str(root), data_dir, command)
+            yield delayed(execute)(r, str(root), data_dir, command, device)
 
     done = 0
     # runs side by side, then the big ones (BIG_CLIENTS) one at a time: they may use most of the memory
     small = [r for r in todo if int(r.point.get("clients", 0)) < BIG_CLIENTS]
     big = [r for r in todo if int(r.point.get("clients", 0)) >= BIG_CLIENTS]
-    for runs, jobs_n in ((small, n_jobs), (big, 1)):
+    groups = ((todo, 1),) if gpu_order else ((small, n_jobs), (big, 1))  # a GPU keeps the queue's order
+    for runs, jobs_n in groups:
         if not runs:
             continue
         for res in Parallel(n_jobs=jobs_n, return_as="generator_unordered", pre_dispatch="n_jobs")(jobs(runs)):
@@ -817,6 +851,8 @@ def run_campaign(budget_hours: float = BUDGET_HOURS, n_jobs: int = 1, root: Path
             else:
                 done += 1
                 log(f"campaign: stored {res['run']} ({res['wall']:.0f} s wall, {res['cpu']:.0f} s CPU)")
+                if on_stored is not None:
+                    on_stored(res)
     return done
 
 
