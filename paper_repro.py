@@ -67,7 +67,8 @@ def _parser(targets):
     camp.add_argument("--hours", default=None, metavar="H",
                       help="with --campaign run: start no run after H hours of wall time (default: no limit)")
     camp.add_argument("--cells", default=None, metavar="TEXT,...",
-                      help="with --campaign: only the cells whose name contains one of these strings")
+                      help="with --campaign: only the cells whose name contains one of these strings (with "
+                           "--device cuda: the cells in the order named, none of the CPU budget; see bench/gpu_run.py)")
     return parser
 
 
@@ -224,11 +225,13 @@ def _campaign(args, n_jobs: int, argv) -> int:
     if n_jobs == -1:
         n_jobs = os.cpu_count() or 1
     command = "python paper_repro.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    # the campaign runs on the CPU unless --device cuda names a GPU torch sees (auto keeps the CPU's budget and order)
+    device = "cuda" if args.device == "cuda" and _device("cuda") == "cuda" else "cpu"
     if args.campaign == "run":
         campaign.run_campaign(budget, n_jobs, data_dir=args.data_dir, only=only, hours=hours, command=command,
-                              log=lambda m: print(m, flush=True))
+                              log=lambda m: print(m, flush=True), device=device)
     path, text = campaign.refresh(budget, data_dir=args.data_dir, only=only, command=command,
-                                  measure_missing=True, log=lambda m: print(m, flush=True))
+                                  measure_missing=device == "cpu", log=lambda m: print(m, flush=True))
     print(text)
     print(f"manifest: {path}")
     return 0

@@ -207,6 +207,8 @@ def minimal_seeds(cell: Cell) -> int:
 def commit() -> str:
     """The checked-out commit (with ``+`` when the tree has uncommitted changes), else ``$CFLAB_COMMIT``, else
     ``unknown``."""
+    if os.environ.get("CFLAB_COMMIT"):  # a copy of the tree on another machine (a lent GPU) says what it was
+        return os.environ["CFLAB_COMMIT"]
     root = Path(__file__).resolve().parent.parent
     try:
         head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True,
@@ -586,6 +588,20 @@ def plan(cell_list: list[Cell], timings: dict, budget_hours: float = BUDGET_HOUR
     return plans
 
 
+def stored_gpu_runs(root: Path = HERE) -> dict[str, tuple[int, float]]:
+    """Per GPU (the records' ``device``), the number of stored campaign runs made on it and their wall seconds."""
+    out: dict[str, tuple[int, float]] = {}
+    for path in Path(root).glob("*/*.json"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("campaign") and str(data.get("device", "")).startswith("cuda"):
+            n, wall = out.get(data["device"], (0, 0.0))
+            out[data["device"]] = (n + 1, wall + float(data.get("wall_seconds") or 0.0))
+    return out
+
+
 def _stored_cpu_hours(root: Path = HERE) -> float:
     """CPU-hours of every stored campaign run under ``root``."""
     return sum(sum(v) for v in stored_seconds(root).values()) / 3600
@@ -689,7 +705,10 @@ def summary(plans: list[CellPlan], rows: list[dict], budget_hours: float) -> str
     lines = [f"Published real-data numbers: {len(rows)} ({sum(with_pm.values())} with a ±). By status: "
              + "; ".join(f"{s}: {n} ({with_pm.get(s, 0)} with ±)" for s, n in by.most_common()) + ".",
              f"Budget: {budget_hours:g} CPU-hours of campaign time; stored runs took "
-             f"{_stored_cpu_hours():.2f} CPU-hours.", "",
+             f"{_stored_cpu_hours():.2f} CPU-hours on this machine's CPU"
+             + "".join(f"; {n} runs on {dev.split(': ', 1)[-1]} took {wall / 60:.1f} GPU-minutes (`python "
+                       f"bench/gpu_run.py`; they spend none of the CPU budget)"
+                       for dev, (n, wall) in sorted(stored_gpu_runs().items())) + ".", "",
              "| cell | published (with ±) | data | seeds (minimal / paper / stored) | CPU-h minimal | CPU-h paper "
              "| numbers per CPU-h | status |", "|---|---|---|---|---|---|---|---|"]
     for c in plans:
@@ -705,9 +724,9 @@ def summary(plans: list[CellPlan], rows: list[dict], budget_hours: float) -> str
 def execute(req: RunRequest, root: str, data_dir: str | None, command: str, device: str = "cpu") -> dict:
     """Run one campaign run on ``device`` (``"cpu"``: torch on one thread; ``"cuda"``) and store its JSON
     (atomically): the target's record plus command, commit, device, seed, wall and CPU time.  IFCA and global runs
-    checkpoint every round under ``root/.checkpoints`` and resume
-    from there, so a kill loses at most one round of them; the other algorithms rerun the run (nets checkpoints
-    only IFCA and global).  Returns a short summary for the log."""
+    checkpoint every round under ``root/.checkpoints`` and resume from there, so a kill loses at most one round of
+    them; the other algorithms rerun the run (nets checkpoints only IFCA and global).  Returns a short summary for
+    the log."""
     import fcntl
 
 

@@ -301,13 +301,18 @@ def campaign_rows(folder: Path = HERE, data_dir: str | None = None) -> tuple[lis
 
     requests, by_target = collect(folder, data_dir)
     cell_list = cells(requests)
-    stored = {}
+    stored, devices = {}, {}
     for c in cell_list:
         n_points = len(c.points())
         per_trial: dict[int, int] = {}
+        on: dict[str, int] = {}
         for r in c.requests:
             if r.path(folder).exists():
                 per_trial[r.trial] = per_trial.get(r.trial, 0) + 1
+                dev = str(json.loads(r.path(folder).read_text(encoding="utf-8")).get("device", "cpu"))
+                name = dev.split(": ", 1)[-1].split(" (")[0] if dev.startswith("cuda") else "CPU"
+                on[name] = on.get(name, 0) + 1
+        devices[c.name] = ", ".join(f"{n} on {d}" for d, n in sorted(on.items()))
         stored[c.name] = sum(1 for t, k in per_trial.items() if k == n_points)
     by_source = {p.source(): c for c in cell_list for p in c.published}
     rows, table, seen = [], [], set()
@@ -334,8 +339,9 @@ def campaign_rows(folder: Path = HERE, data_dir: str | None = None) -> tuple[lis
             diffs = protocol(cell)
             minimal = minimal_seeds(cell)
             note = (f"paper scale: cell `{cell.name}`, {n} seed(s) stored (minimal test {minimal}, the paper "
-                    f"{PAPER_SEEDS[pub.paper]}); runs: `figures/measured/{cell.folder}/`; command: `python "
-                    f"paper_repro.py --campaign run`; protocol differences: {'; '.join(diffs) or 'none known'}"
+                    f"{PAPER_SEEDS[pub.paper]}); runs: `figures/measured/{cell.folder}/` ({devices[cell.name]}); "
+                    f"command: `python paper_repro.py --campaign run` (on a GPU: `python bench/gpu_run.py`); "
+                    f"protocol differences: {'; '.join(diffs) or 'none known'}"
                     + (f"; {'; '.join(notes)}" if notes else ""))
             table.append({"row": len(rows), "paper": pub.paper, "artifact": pub.artifact, "pub": pub, "n": n,
                           "minimal": minimal, "cell": cell.name, "stats": r.stats})

@@ -104,6 +104,28 @@ def test_a_points_stored_runs_replace_its_timed_estimate(tmp_path, fake_data):
                         0.2 + 0.4 + 6.0)  # the stored seed 0 of global and IFCA is not queued again
 
 
+def test_a_gpu_takes_the_named_cells_in_order_and_its_runs_cost_no_cpu_budget(tmp_path, fake_data, monkeypatch):
+    root = tmp_path / "store"
+    requests, _ = campaign.collect(root, fake_data, names=["ifca-table1", "clove-table5"])
+    cells = campaign.cells(requests)
+    todo = campaign.gpu_queue(cells, ["mnist-rotated:1200", "unsup-mnist", "mnist-rotated:2400"], root)
+    # the cells as named (IFCA Table I's minimal test is 1 seed, CLoVE's 3), none of the cells not named
+    settings = [(r.folder, r.point["clients"]) for r in todo]
+    assert settings == [("ifca-table1", 1200)] * 3 + [("clove-unsup-mnist", 50)] * 12 + [("ifca-table1", 2400)] * 3
+    assert [r.trial for r in todo[3:15]] == [0] * 4 + [1] * 4 + [2] * 4
+    first = todo[0]
+    first.path(root).parent.mkdir(parents=True, exist_ok=True)
+    record = {"campaign": 1, "folder": first.folder, "seed": first.seed, "point": first.point, "cpu_seconds": 40.0,
+              "device": "cuda: NVIDIA H100 80GB HBM3", "result": {}}
+    first.path(root).write_text(json.dumps(record))
+    assert campaign.gpu_queue(cells, ["mnist-rotated:1200"], root) == todo[1:3]  # stored: not queued again
+    assert campaign.stored_seconds(root) == {}  # a GPU's 40 s price no CPU run and spend no CPU budget
+    first.path(root).write_text(json.dumps(dict(record, device="cpu: AMD EPYC, 2 cores")))
+    assert list(campaign.stored_seconds(root).values()) == [[40.0]]
+    monkeypatch.setenv("CFLAB_COMMIT", "27aba92")
+    assert campaign.commit() == "27aba92"  # a copy of the tree on a lent GPU says which commit it was sent at
+
+
 def _tiny_point():
     return dict(dataset="digits-rotated", algo="global", clients=4, n_per_client=10, n_test=5, rounds=2,
                 local_steps=1, step_size=0.1, averaging="model", eval_every=0, device="cpu")

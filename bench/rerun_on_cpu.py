@@ -1,0 +1,74 @@
+#!/usr/bin/env python
+"""Campaign runs made on a GPU, rerun on this machine's CPU: do the two devices compute the same numbers?
+
+    python bench/rerun_on_cpu.py RUN.json [RUN.json ...] [--data-dir DIR] [--json OUT]
+
+Each stored run (``figures/measured/<folder>/<algo>-<key>.json``) is rerun from its own point and seed with the
+same trial function, torch on one CPU thread, float32 as stored, and its result compared field by field with the
+stored one: the clustering (ARI, misclustering, clusters found) should be equal and the test accuracy and loss
+equal to float32 rounding carried through training.  Prints one line per run and a table; ``--json`` keeps
+them.  Nothing here is asserted by the tests (a GPU is not there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+FIELDS = ("test_accuracy", "test_loss", "ari", "misclustering", "n_clusters")
+
+
+def rerun(path: Path, data_dir: str | None) -> dict:
+    """Rerun one stored run on the CPU; the stored and the rerun values of :data:`FIELDS`."""
+    import torch
+
+    from figures.campaign import device_name
+    from figures.campaign_store import run_point
+
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    module, _, name = stored["trial_fn"].rpartition(".")
+    trial_fn = getattr(importlib.import_module(module), name)
+    point = dict(run_point(stored["point"]), device="cpu")
+    if data_dir is not None:
+        point["data_dir"] = data_dir
+    torch.set_num_threads(1)
+    t0, w0 = time.process_time(), time.perf_counter()
+    result = trial_fn(point, stored["seed"])
+    cpu, wall = time.process_time() - t0, time.perf_counter() - w0
+    old = stored["result"] or {}
+    return {"run": f"{stored['folder']}/{path.name}", "stored_device": stored.get("device"),
+            "rerun_device": device_name("cpu"), "cpu_seconds": cpu, "wall_seconds": wall,
+            "stored": {k: old.get(k) for k in FIELDS}, "rerun": {k: (result or {}).get(k) for k in FIELDS}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("runs", nargs="+", help="stored campaign run JSON files")
+    ap.add_argument("--data-dir", default=None, help="the data directory (default: the trial's own default)")
+    ap.add_argument("--json", default=None, help="write the comparisons here")
+    args = ap.parse_args(argv)
+    out = []
+    for p in args.runs:
+        row = rerun(Path(p), args.data_dir)
+        out.append(row)
+        s, r = row["stored"], row["rerun"]
+        diffs = ", ".join(f"{k} {s[k]!r} -> {r[k]!r}" for k in FIELDS if s[k] != r[k]) or "all equal"
+        print(f"{row['run']}: {row['cpu_seconds']:.0f} CPU s; {diffs}", flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+    print(f"\n| run | field | {out[0]['stored_device'] if out else 'stored'} | CPU rerun |\n|---|---|---|---|")
+    for row in out:
+        for k in FIELDS:
+            print(f"| {row['run']} | {k} | {row['stored'][k]} | {row['rerun'][k]} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
