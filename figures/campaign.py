@@ -916,6 +916,8 @@ def protocol(cell: Cell) -> list[str]:
     f = cell.folder
     if f == "ifca-table1":
         return ["rounds: 300 (IFCA does not give them)",
+                "one random initialisation per seed (IFCA's conclusion: 'random initialization with multiple "
+                "restarts', how many and how the best is chosen not given)",
                 "rows marked [IFCA's test] use the paper's test (400 test machines of 100 images, each scored by its "
                 "min-loss model); the other rows score each client's own test images"]
     if f == "srfca-simulated":
