@@ -50,7 +50,7 @@ def data_kind(target_kind: str, size: str) -> str:
 def row_record(row) -> dict:
     """What the headline keeps of a :class:`figures.compare.Row` (stored in the target's status file)."""
     return {"item": row.item, "verdict": row.verdict, "compared": getattr(row, "compared", ""),
-            "welch": getattr(row, "welch", "")}
+            "welch": getattr(row, "welch", ""), "source": getattr(row, "source", "") or ""}
 
 
 def _head(verdict: str) -> str:
@@ -108,7 +108,9 @@ def tally(entries: list[tuple[str, str, str, list[dict]]]) -> dict[tuple[str, st
             elif c in ("within", "outside", "equal", "differs"):
                 if paper_data:
                     setattr(t, c, getattr(t, c) + 1)
-                    t.compared.add(f"{name}:{r['item']}")
+                    # one published value scored under two protocols (IFCA's own test, a second initialisation)
+                    # is one number compared
+                    t.compared.add(r.get("source") or f"{name}:{r['item']}")
                     if r.get("welch"):
                         t.welch[_head(r["welch"])] += 1
                 else:
@@ -175,7 +177,9 @@ TABLES = {
     "paper data": (("real data", "stored paper-scale runs"), "Real data and stored paper-scale runs", [
         ("published numbers compared", "distinct published values held to the paper's ± (within / outside ±), "
          "compared at the paper's precision where it gives no ± (equal / differs), or entering an ordering row with "
-         "at least 3 seeds of both methods (whatever that row's verdict)", lambda t: str(len(t.compared))),
+         "at least 3 seeds of both methods (whatever that row's verdict); a value scored under two protocols (say "
+         "IFCA's own test beside each client's) is one number here and a row in each verdict column",
+         lambda t: str(len(t.compared))),
         ("within ±", "a reproduced mean, on the paper's data and setting, within the paper's ± of its value",
          lambda t: str(t.within)),
         ("outside ±", "the same, outside the paper's ±", lambda t: str(t.outside)),

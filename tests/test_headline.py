@@ -91,6 +91,18 @@ def test_headline_counts_follow_the_captions():
     assert synth["claims agree / disagree / inconclusive"] == "1 / 1 / 1"
 
 
+def test_one_published_value_under_two_protocols_is_one_number_compared():
+    src = "IFCA Table I: IFCA / Rotated MNIST (m,n)=(2400,100) (paper 001, line 278)"
+    rows = [record(Row("T-I / IFCA", "95.05 ± 0.02", "94.08", "", "outside ±", source=src)),
+            record(Row("T-I / IFCA [IFCA's test]", "95.05 ± 0.02", "93.89", "", "outside ±", source=src)),
+            record(Row("T-I / Global", "88.65 ± 0.08", "88.60", "", "within ±",
+                       source=src.replace("IFCA /", "global /")))]
+    real = _tables(headline_markdown(tally([("t", "IFCA", "stored paper-scale runs", rows)]), [], "medium"))[
+        "Real data and stored paper-scale runs"][0]
+    assert real["published numbers compared"] == "2"
+    assert (real["within ±"], real["outside ±"]) == ("1", "2")  # rows: each protocol keeps its verdict
+
+
 def test_classes_of_the_verdict_words():
     assert classify({"verdict": "agrees (same order)", "compared": "c/A;c/B"}) == "ordering"
     assert classify({"verdict": "agrees", "compared": ""}) == "claim"
