@@ -27,12 +27,13 @@ def _params(algo: str, **kw) -> dict:
     p = dict(BASE, algo=algo, **kw)
     if algo not in ("ifca", "clove"):
         p.pop("n_init")
-    if algo == "srfca":
+    if algo in ("srfca", "oneshot-ifca"):
         p["threshold"] = 5.0  # untrained models after 4 rounds: a loose threshold keeps clusters
     return p
 
 
-@pytest.mark.parametrize("algo", ["ifca", "clove", "srfca", "global", "local"])
+@pytest.mark.parametrize("algo", ["ifca", "clove", "srfca", "global", "local", "cfl", "local-kmeans", "oneshot-kmeans",
+                                  "oneshot-ifca"])
 def test_cuda_equals_cpu_in_float64(algo):
     cpu = run_experiment(_params(algo, dtype="float64", device="cpu"))
     gpu = run_experiment(_params(algo, dtype="float64", device="cuda"))
@@ -42,7 +43,7 @@ def test_cuda_equals_cpu_in_float64(algo):
     assert gpu["test_loss"] == pytest.approx(cpu["test_loss"], rel=1e-9)
 
 
-@pytest.mark.parametrize("algo", ["ifca", "srfca"])
+@pytest.mark.parametrize("algo", ["ifca", "srfca", "cfl", "global"])
 def test_cuda_equals_cpu_within_float32_rounding(algo):
     cpu = run_experiment(_params(algo, device="cpu"))
     gpu = run_experiment(_params(algo, device="cuda"))
