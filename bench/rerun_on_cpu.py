@@ -1,13 +1,15 @@
 #!/usr/bin/env python
 """Campaign runs made on a GPU, rerun on this machine's CPU: do the two devices compute the same numbers?
 
-    python bench/rerun_on_cpu.py RUN.json [RUN.json ...] [--data-dir DIR] [--json OUT]
+    python bench/rerun_on_cpu.py RUN.json [RUN.json ...] [--data-dir DIR] [--dtype float64] [--json OUT]
 
 Each stored run (``figures/measured/<folder>/<algo>-<key>.json``) is rerun from its own point and seed with the
 same trial function, torch on one CPU thread, float32 as stored, and its result compared field by field with the
 stored one: the clustering (ARI, misclustering, clusters found) should be equal and the test accuracy and loss
-equal to float32 rounding carried through training.  Prints one line per run and a table; ``--json`` keeps
-them.  Nothing here is asserted by the tests (a GPU is not there).
+equal to float32 rounding carried through training.  ``--dtype float64`` reruns in float64 instead: how far a
+float32 run moves by rounding alone, carried through training (the yardstick for a GPU-CPU difference).
+Prints one line per run and a table; ``--json`` keeps them.  Nothing here is asserted by the tests (a GPU is
+not there).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 FIELDS = ("test_accuracy", "test_loss", "ari", "misclustering", "n_clusters")
 
 
-def rerun(path: Path, data_dir: str | None) -> dict:
+def rerun(path: Path, data_dir: str | None, dtype: str | None = None) -> dict:
     """Rerun one stored run on the CPU; the stored and the rerun values of :data:`FIELDS`."""
     import torch
 
@@ -36,6 +38,8 @@ def rerun(path: Path, data_dir: str | None) -> dict:
     module, _, name = stored["trial_fn"].rpartition(".")
     trial_fn = getattr(importlib.import_module(module), name)
     point = dict(run_point(stored["point"]), device="cpu")
+    if dtype is not None:
+        point["dtype"] = dtype
     if data_dir is not None:
         point["data_dir"] = data_dir
     torch.set_num_threads(1)
@@ -44,7 +48,8 @@ def rerun(path: Path, data_dir: str | None) -> dict:
     cpu, wall = time.process_time() - t0, time.perf_counter() - w0
     old = stored["result"] or {}
     return {"run": f"{stored['folder']}/{path.name}", "stored_device": stored.get("device"),
-            "rerun_device": device_name("cpu"), "cpu_seconds": cpu, "wall_seconds": wall,
+            "rerun_device": device_name("cpu"), "dtype": point.get("dtype", "float32"), "cpu_seconds": cpu,
+            "wall_seconds": wall,
             "stored": {k: old.get(k) for k in FIELDS}, "rerun": {k: (result or {}).get(k) for k in FIELDS}}
 
 
@@ -52,11 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", help="stored campaign run JSON files")
     ap.add_argument("--data-dir", default=None, help="the data directory (default: the trial's own default)")
+    ap.add_argument("--dtype", default=None, choices=["float32", "float64"],
+                    help="the reruns' precision (default: the stored run's)")
     ap.add_argument("--json", default=None, help="write the comparisons here")
     args = ap.parse_args(argv)
     out = []
     for p in args.runs:
-        row = rerun(Path(p), args.data_dir)
+        row = rerun(Path(p), args.data_dir, args.dtype)
         out.append(row)
         s, r = row["stored"], row["rerun"]
         diffs = ", ".join(f"{k} {s[k]!r} -> {r[k]!r}" for k in FIELDS if s[k] != r[k]) or "all equal"
