@@ -4,6 +4,9 @@
 
     python bench/gpu_run.py --out DIR --data-dir DATA [--cells C1,C2,...] [--minutes M] [--device cuda|cpu] [--smoke]
 
+``DATA`` is a copy of the data directory inside the checkout (the device machine gets the checkout alone): say
+``.gpudata/`` with ``mnist/`` and ``fashion-mnist/``, ignored by ``.git/info/exclude`` and carried with the call.
+
 Steps, in order:
 
 1. ``gpu_env.json``: the device, torch and CUDA versions, the determinism settings below.
@@ -37,8 +40,13 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+# IFCA Table I and SR-FCA's simulated MNIST first (stored on an H100 on 2026-11-26: skipped there), then CLoVE's
+# image cells by published numbers per CPU-hour (figures/measured/campaign.csv), about 42 CPU-hours each here
 DEFAULT_CELLS = ("ifca-table1:mnist-rotated:2400", "ifca-table1:mnist-rotated:1200", "ifca-table1:mnist-rotated:4800",
-                 "srfca-simulated:mnist-inverted", "srfca-simulated:mnist-rotated")
+                 "srfca-simulated:mnist-inverted", "srfca-simulated:mnist-rotated",
+                 "clove-label-skew-1:mnist", "clove-feature-skew:mnist", "clove-label-skew-2:mnist",
+                 "clove-label-skew-1:fmnist", "clove-concept-shift:mnist", "clove-feature-skew:fmnist",
+                 "clove-label-skew-2:fmnist", "clove-concept-shift:fmnist", "clove-label-skew-3", "clove-label-skew-4")
 
 
 def _settings() -> dict:
