@@ -108,8 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     device = "cpu" if args.smoke else args.device
     settings = _settings()
-    (out / "gpu_env.json").write_text(json.dumps(_env(device, settings), indent=1))
-    print(json.dumps(_env(device, settings)), flush=True)
+    env = _env(device, settings)
+    (out / "gpu_env.json").write_text(json.dumps(env, indent=1))
+    print(json.dumps(env), flush=True)
 
     if not args.skip_tests:
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "tests/test_nets_cuda.py"),

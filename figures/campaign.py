@@ -218,10 +218,8 @@ def commit() -> str:
                                 ":(exclude)figures/measured"], cwd=root, capture_output=True, text=True,
                                timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        head = ""
-    if not head:  # a copy of the tree without its .git (a lent GPU machine): the commit it was copied from
-        return os.environ.get("CFLAB_COMMIT", "unknown")
-    return head + ("+" if dirty else "")
+        return "unknown"
+    return (head + ("+" if dirty else "")) if head else "unknown"
 
 
 def device_name(device: str = "cpu") -> str:
@@ -456,17 +454,24 @@ def _point_key(folder: str, point: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def stored_seconds(root: Path = HERE) -> dict[str, list[float]]:
-    """The CPU seconds of the stored campaign runs under ``root`` made on a CPU, per point (:func:`_point_key`);
-    runs made on a GPU cost no CPU budget and price nothing on this machine."""
-    out: dict[str, list[float]] = {}
+def _stored_runs(root: Path = HERE) -> Iterable[dict]:
+    """Every readable campaign run record under ``root`` (a file being written or of another kind is skipped)."""
     for path in Path(root).glob("*/*.json"):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if isinstance(data, dict) and data.get("campaign") and isinstance(data.get("point"), dict) \
-                and data.get("cpu_seconds") is not None and str(data.get("device", "cpu")).startswith("cpu"):
+        if isinstance(data, dict) and data.get("campaign"):
+            yield data
+
+
+def stored_seconds(root: Path = HERE) -> dict[str, list[float]]:
+    """The CPU seconds of the stored campaign runs under ``root`` made on a CPU, per point (:func:`_point_key`);
+    runs made on a GPU cost no CPU budget and price nothing on this machine."""
+    out: dict[str, list[float]] = {}
+    for data in _stored_runs(root):
+        if isinstance(data.get("point"), dict) and data.get("cpu_seconds") is not None \
+                and str(data.get("device", "cpu")).startswith("cpu"):
             out.setdefault(_point_key(str(data.get("folder")), data["point"]), []).append(float(data["cpu_seconds"]))
     return out
 
@@ -591,12 +596,8 @@ def plan(cell_list: list[Cell], timings: dict, budget_hours: float = BUDGET_HOUR
 def stored_gpu_runs(root: Path = HERE) -> dict[str, tuple[int, float]]:
     """Per GPU (the records' ``device``), the number of stored campaign runs made on it and their wall seconds."""
     out: dict[str, tuple[int, float]] = {}
-    for path in Path(root).glob("*/*.json"):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and data.get("campaign") and str(data.get("device", "")).startswith("cuda"):
+    for data in _stored_runs(root):
+        if str(data.get("device", "")).startswith("cuda"):
             n, wall = out.get(data["device"], (0, 0.0))
             out[data["device"]] = (n + 1, wall + float(data.get("wall_seconds") or 0.0))
     return out

@@ -188,8 +188,11 @@ def test_paper_scale_rows_hold_stored_runs_to_the_papers_pm(tmp_path, fake_data)
         result = {"test_loss": losses[r.point["algo"]][r.trial], "test_accuracy": None, "ari": 1.0}
         if r.point["algo"] == "ifca":  # IFCA's clients scored with their training-data cluster as well
             result["test_loss_train_identity"] = [0.030, 0.032, 0.034][r.trial]
-        path.write_text(json.dumps({"campaign": 1, "folder": r.folder, "seed": r.seed, "point": r.point,
-                                    "cpu_seconds": 1.0, "result": result}))
+        record = {"campaign": 1, "folder": r.folder, "seed": r.seed, "point": r.point, "cpu_seconds": 1.0,
+                  "result": result}
+        if r.point["algo"] == "ifca":  # made on a lent GPU: its rows say so
+            record["device"] = "cuda: NVIDIA H100 80GB HBM3 (torch 2.11.0+cu130, CUDA 13.0)"
+        path.write_text(json.dumps(record))
     rows, cells = campaign_rows(root, fake_data)
     by = {c["pub"].row: rows[c["row"]] for c in cells if c["pub"].column == "MNIST"}
     assert set(by) == {"FedAvg", "Local-only", "IFCA", "CLoVE"}
@@ -202,3 +205,4 @@ def test_paper_scale_rows_hold_stored_runs_to_the_papers_pm(tmp_path, fake_data)
     assert "protocol differences" in by["CLoVE"].note and "seed(s) stored" in by["CLoVE"].note
     assert "with each client's training-data cluster instead: 0.032 ± 0.002 (3 seeds)" in by["IFCA"].note
     assert "training-data cluster" not in by["CLoVE"].note
+    assert "(9 on CPU, 3 on NVIDIA H100 80GB HBM3)" in by["CLoVE"].note
