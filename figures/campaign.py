@@ -378,12 +378,14 @@ def _time_point(point: dict, seed: int, rounds: int, data_dir: str | None) -> tu
 
 
 def measure(cell_list: list[Cell], root: Path = HERE, data_dir: str | None = None, limit_s: float | None = None,
-            log: Callable[[str], None] = print) -> dict:
+            log: Callable[[str], None] = print, budget_hours: float | None = None) -> dict:
     """Time one seed of every point of ``cell_list`` not timed yet at 1 and 2 rounds (CPU seconds, one thread) and
     keep the result in ``root/campaign_timings.json`` after each point (with the commit, the load average and
     where a round's time goes).
 
     Points that differ only in the data mixing share one timing.  ``limit_s`` stops after that many seconds.
+    With ``budget_hours``, a cell whose timed points alone make its minimal test cost more than that is left
+    there: it needs a GPU whatever its other points cost (the manifest gives its cost as a lower bound).
     Several processes may time at once: each merges its timings into the file as it writes.
     """
     path = Path(root) / TIMINGS
@@ -391,13 +393,26 @@ def measure(cell_list: list[Cell], root: Path = HERE, data_dir: str | None = Non
     def read() -> dict:
         return json.loads(path.read_text()) if path.exists() else {}
 
+    def over_budget(cell: Cell) -> float | None:
+        """The timed part of ``cell``'s minimal test in CPU-hours, where it exceeds ``budget_hours``."""
+        if budget_hours is None:
+            return None
+        seeds = minimal_seeds(cell)
+        hours = sum(run_seconds(r, timings, measured) or 0.0 for r in cell.requests if r.trial < seeds) / 3600
+        return hours if hours > budget_hours else None
+
     timings = read()
+    measured = stored_seconds(root)
     start = time.perf_counter()
     for cell in sorted(cell_list, key=_size):  # the cheapest settings first: their runs can start soonest
         for req in cell.requests:
             done = timings.get(_timing_key(req), {})
             if req.trial != 0 or "per_round_from" in done and "error" not in done:
                 continue  # timed (entries of an older timing method, or that failed, are timed again)
+            if (hours := over_budget(cell)) is not None:
+                log(f"timing {cell.name}: left, its timed points alone cost {hours:.1f} CPU-hours "
+                    f"(> {budget_hours:g}): needs a GPU")
+                break
             if limit_s is not None and time.perf_counter() - start > limit_s:
                 return timings
             rounds = int(req.point.get("rounds", 1))
@@ -524,6 +539,7 @@ class CellPlan:
     stored: dict[int, int]  # trial -> runs stored
     status: str = ""
     measured_points: int = 0  # points whose cost is the mean of their stored runs (the others: timed rounds)
+    untimed_points: int = 0  # points with neither a stored run nor a timing: the costs are then lower bounds
 
     @property
     def numbers(self) -> int:
@@ -559,16 +575,19 @@ def plan(cell_list: list[Cell], timings: dict, budget_hours: float = BUDGET_HOUR
         data = _data_status(data_dir, cell.dataset)
         minimal = minimal_seeds(cell)
         est = [run_seconds(r, timings, measured) for r in cell.requests]
-        known = None not in est
-        paper = sum(est) if known else None
-        mini = sum(e for r, e in zip(cell.requests, est, strict=True) if r.trial < minimal) if known else None
+        # a cell timed in part costs at least its timed runs: enough to tell that it cannot fit the budget
+        known = [e for e in est if e is not None]
+        paper = sum(known) if known else None
+        mini = sum(e for r, e in zip(cell.requests, est, strict=True) if r.trial < minimal and e is not None) \
+            if known else None
+        untimed = len({r.point_index for r, e in zip(cell.requests, est, strict=True) if e is None})
         stored: dict[int, int] = {}
         for r in cell.requests:
             if r.path(root).exists():
                 stored[r.trial] = stored.get(r.trial, 0) + 1
         points = {r.point_index: r for r in cell.requests}
         plans.append(CellPlan(cell, data, minimal, paper, mini, stored, measured_points=sum(
-            1 for r in points.values() if _point_key(r.folder, r.point) in measured)))
+            1 for r in points.values() if _point_key(r.folder, r.point) in measured), untimed_points=untimed))
     plans.sort(key=lambda c: (-c.per_hour, c.cell.name))
     spent = _stored_cpu_hours(root)
     left = budget_hours - spent
@@ -584,8 +603,12 @@ def plan(cell_list: list[Cell], timings: dict, budget_hours: float = BUDGET_HOUR
         elif c.seconds_minimal is None:
             c.status = "not timed yet"
         else:
-            todo = sum(run_seconds(r, timings, measured) for r in c.runs_missing(c.minimal, root)) / 3600
-            if todo <= left:
+            todo = sum(run_seconds(r, timings, measured) or 0.0 for r in c.runs_missing(c.minimal, root)) / 3600
+            if c.untimed_points and todo <= left:
+                # its timed part fits: the untimed points decide.  (Its per-hour rate is an upper bound, so it sits
+                # no later in the order than its full cost would put it, and `left` here is no smaller.)
+                c.status = "not timed yet"
+            elif todo <= left:
                 c.status = "queued"
                 left -= todo
             else:
@@ -660,9 +683,11 @@ def _basis(c: CellPlan) -> str:
     n = len(c.cell.points())
     if c.measured_points == n:
         return "stored runs"
-    if c.measured_points:
-        return f"stored runs ({c.measured_points} of {n} points), timed rounds"
-    return "timed rounds"
+    basis = f"stored runs ({c.measured_points} of {n} points), timed rounds" if c.measured_points else "timed rounds"
+    if c.untimed_points:
+        basis += (f" of {n - c.untimed_points - c.measured_points} of {n} points: a lower bound, the other "
+                  f"{c.untimed_points} not timed yet")
+    return basis
 
 
 def _cell_split(cell: Cell, timings: dict) -> str:
@@ -714,9 +739,12 @@ def summary(plans: list[CellPlan], rows: list[dict], budget_hours: float) -> str
              "| numbers per CPU-h | status |", "|---|---|---|---|---|---|---|---|"]
     for c in plans:
         full = sum(1 for t in range(c.cell.seeds) if c.stored.get(t, 0) == len(c.cell.points()))
+        at_least = "≥ " if c.untimed_points and c.seconds_minimal else ""
         lines.append(f"| `{c.cell.name}` | {len(c.cell.published)} ({c.numbers}) | {c.data.split(':')[0]} | "
-                     f"{c.minimal} / {c.cell.seeds} / {full} | {_num(c.seconds_minimal and c.seconds_minimal / 3600)}"
-                     f" | {_num(c.seconds_paper and c.seconds_paper / 3600)} | {_num(c.per_hour)} | {c.status} |")
+                     f"{c.minimal} / {c.cell.seeds} / {full} | "
+                     f"{at_least}{_num(c.seconds_minimal and c.seconds_minimal / 3600)}"
+                     f" | {at_least}{_num(c.seconds_paper and c.seconds_paper / 3600)} | "
+                     f"{'≤ ' if at_least else ''}{_num(c.per_hour)} | {c.status} |")
     return "\n".join(lines)
 
 
@@ -835,7 +863,7 @@ def run_campaign(budget_hours: float = BUDGET_HOURS, n_jobs: int = 1, root: Path
     if gpu_order is None:
         gpu_order = device != "cpu"
     if not gpu_order:
-        timings = measure(cell_list, root, data_dir, log=log)
+        timings = measure(cell_list, root, data_dir, log=log, budget_hours=budget_hours)
         plans = plan(cell_list, timings, budget_hours, root, data_dir)
         todo = queue(plans, timings, budget_hours, root)
         measured = stored_seconds(root)
@@ -890,7 +918,7 @@ def refresh(budget_hours: float = BUDGET_HOURS, root: Path = HERE, data_dir: str
     if measure_missing:
         chosen = [c for c in cell_list if (only is None or any(o in c.name for o in only))
                   and not _data_status(data_dir, c.dataset).startswith("no")]
-        timings = measure(chosen, root, data_dir, log=log)
+        timings = measure(chosen, root, data_dir, log=log, budget_hours=budget_hours)
     plans = plan(cell_list, timings, budget_hours, root, data_dir)
     rows = manifest_rows(plans, timings)
     path = write_manifest(rows, root)

@@ -82,6 +82,47 @@ def test_budget_queues_the_most_numbers_per_cpu_hour_first(tmp_path, fake_data):
     assert {r.point["dataset"] for r in todo} == {"amazon"} and len(todo) == 36
 
 
+def test_a_cell_timed_in_part_costs_at_least_its_timed_runs(tmp_path, fake_data):
+    """Timed points give a lower bound: over the budget already, the cell needs a GPU; under it, it waits for the
+    rest of its timings."""
+    requests, _ = campaign.collect(tmp_path / "store", fake_data, names=["clove-table5"])
+    cell = _cell(requests, "unsup-mnist")
+    # IFCA alone timed: 1 CPU-hour a run (36 s x 100 rounds), 3 seeds; the other 3 points not timed
+    timings = {campaign._timing_key(r): {"seconds_per_round": 36.0, "setup_seconds": 0.0} for r in cell.requests
+               if r.point["algo"] == "ifca"}
+    (over,) = campaign.plan([cell], timings, 2.0, tmp_path / "store", fake_data)
+    assert over.untimed_points == 3 and math.isclose(over.seconds_minimal / 3600, 3.0)
+    assert over.status == "needs a GPU"  # at least 3 CPU-hours against a budget of 2
+    row = campaign.manifest_rows([over], timings)[0]
+    assert row["cost_basis"] == "timed rounds of 1 of 4 points: a lower bound, the other 3 not timed yet"
+    assert "| ≥ 3 |" in campaign.summary([over], [row], 2.0)
+    (under,) = campaign.plan([cell], timings, 40.0, tmp_path / "store", fake_data)
+    assert under.status == "not timed yet"  # 3 of the 40 hours: the untimed points decide
+    assert campaign.queue([under], timings, 40.0, tmp_path / "store") == []
+
+
+def test_timing_leaves_a_cell_whose_timed_part_is_over_the_budget(tmp_path, fake_data, monkeypatch):
+    requests, _ = campaign.collect(tmp_path / "store", fake_data, names=["clove-table5"])
+    cell = _cell(requests, "unsup-mnist")
+    root = tmp_path / "store"
+    root.mkdir()
+    ifca = {campaign._timing_key(r): {"seconds_per_round": 36.0, "setup_seconds": 0.0, "per_round_from": "test"}
+            for r in cell.requests if r.point["algo"] == "ifca"}
+    (root / campaign.TIMINGS).write_text(json.dumps(ifca))
+    timed = []
+
+    def fake_time(point, seed, rounds, data_dir):
+        timed.append(point["algo"])
+        raise RuntimeError("not run in the test")
+
+    monkeypatch.setattr(campaign, "_time_point", fake_time)
+    lines = []
+    campaign.measure([cell], root, fake_data, log=lines.append, budget_hours=2.0)
+    assert timed == [] and "needs a GPU" in lines[0]  # IFCA's 3 seeds alone: 3 CPU-hours
+    campaign.measure([cell], root, fake_data, log=lines.append, budget_hours=40.0)
+    assert sorted(timed) == ["clove", "global", "local"]  # under the budget: the other points are timed
+
+
 def test_a_points_stored_runs_replace_its_timed_estimate(tmp_path, fake_data):
     """Once one seed of a point is stored, the point's other seeds cost what that run measured."""
     root = tmp_path / "store"
