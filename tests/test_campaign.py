@@ -123,6 +123,45 @@ def test_timing_leaves_a_cell_whose_timed_part_is_over_the_budget(tmp_path, fake
     assert sorted(timed) == ["clove", "global", "local"]  # under the budget: the other points are timed
 
 
+def test_one_off_work_in_the_first_rounds_is_timed_as_setup(tmp_path, fake_data, monkeypatch):
+    """FedALA's first adaptive aggregation trains its weights to convergence (round 2, or the end of a 1-round run):
+    timed between rounds 2 and 3, a 100-round run costs what it would, not 100 times the one-off."""
+    requests, _ = campaign.collect(tmp_path / "store", fake_data, names=["clove-table3"])
+    cell = _cell(requests, "amazon")
+    root = tmp_path / "store"
+    root.mkdir()
+    calls = []
+
+    def fake_time(point, seed, rounds, data_dir):
+        # 5 s setup, 10 s a round, and FedALA's one-off 100 s: in round 2, or after the last round of a 1-round run
+        one_off = 100.0 if point["algo"] == "fedala" else 0.0
+        calls.append((point["algo"], rounds))
+        ends = {k: 5.0 + 10.0 * (k + 1) + (one_off if k >= 1 else 0.0) for k in range(rounds)}
+        return 5.0 + 10.0 * rounds + one_off, {"data": 0.0, "local training": 10.0 * rounds, "round_ends": ends}
+
+    monkeypatch.setattr(campaign, "_time_point", fake_time)
+    timings = campaign.measure([cell], root, fake_data, log=lambda _: None)
+    assert ("fedala", 2) in calls and ("fedala", 3) in calls and ("fedala", 1) not in calls
+    assert ("global", 1) in calls and ("global", 2) in calls
+    by = {t["algo"]: t for t in timings.values()}
+    assert by["fedala"]["per_round_from"] == "third round, between the monitor's calls"
+    assert math.isclose(by["fedala"]["seconds_per_round"], 10.0)
+    assert math.isclose(by["fedala"]["setup_seconds"], 105.0)
+    fedala = next(r for r in cell.requests if r.point["algo"] == "fedala")
+    rounds = int(fedala.point["rounds"])
+    assert math.isclose(campaign.run_seconds(fedala, timings), 105.0 + 10.0 * rounds)  # = 5 + 100 + 10 a round
+    # an entry timed at rounds 1 and 2 (by an older rule) is timed again; one timed at 2 and 3 is kept
+    key = campaign._timing_key(fedala)
+    stale = dict(timings, **{key: {k: v for k, v in timings[key].items() if k != "timed_rounds"}})
+    (root / campaign.TIMINGS).write_text(json.dumps(stale))
+    calls.clear()
+    campaign.measure([cell], root, fake_data, log=lambda _: None)
+    assert calls == [("fedala", 2), ("fedala", 3)]
+    calls.clear()
+    campaign.measure([cell], root, fake_data, log=lambda _: None)
+    assert calls == []
+
+
 def test_a_points_stored_runs_replace_its_timed_estimate(tmp_path, fake_data):
     """Once one seed of a point is stored, the point's other seeds cost what that run measured."""
     root = tmp_path / "store"
