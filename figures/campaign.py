@@ -400,12 +400,24 @@ def measure(cell_list: list[Cell], root: Path = HERE, data_dir: str | None = Non
     def read() -> dict:
         return json.loads(path.read_text()) if path.exists() else {}
 
+    def first_round(req: RunRequest) -> int:
+        """The first of the two run lengths ``req`` is timed at."""
+        rounds = int(req.point.get("rounds", 1))
+        return min(_ONE_OFF_ROUNDS.get(str(req.point.get("algo")), 1), max(rounds - 1, 1))
+
+    def current(req: RunRequest) -> bool:
+        """Timed by the current rule (entries of an older timing method, or that failed, are timed again)."""
+        done = timings.get(_timing_key(req), {})
+        return "per_round_from" in done and "error" not in done \
+            and done.get("timed_rounds", [1, 2])[0] == first_round(req)
+
     def over_budget(cell: Cell) -> float | None:
         """The timed part of ``cell``'s minimal test in CPU-hours, where it exceeds ``budget_hours``."""
         if budget_hours is None:
             return None
         seeds = minimal_seeds(cell)
-        hours = sum(run_seconds(r, timings, measured) or 0.0 for r in cell.requests if r.trial < seeds) / 3600
+        hours = sum(run_seconds(r, timings, measured) or 0.0 for r in cell.requests if r.trial < seeds
+                    and (current(r) or _point_key(r.folder, r.point) in measured)) / 3600
         return hours if hours > budget_hours else None
 
     timings = read()
@@ -413,18 +425,15 @@ def measure(cell_list: list[Cell], root: Path = HERE, data_dir: str | None = Non
     start = time.perf_counter()
     for cell in sorted(cell_list, key=_size):  # the cheapest settings first: their runs can start soonest
         for req in cell.requests:
-            done = timings.get(_timing_key(req), {})
-            rounds = int(req.point.get("rounds", 1))
-            first = min(_ONE_OFF_ROUNDS.get(str(req.point.get("algo")), 1), max(rounds - 1, 1))
-            if req.trial != 0 or ("per_round_from" in done and "error" not in done
-                                  and done.get("timed_rounds", [1, 2])[0] == first):
-                continue  # timed (entries of an older timing method, or that failed, are timed again)
+            if req.trial != 0 or current(req):
+                continue
             if (hours := over_budget(cell)) is not None:
                 log(f"timing {cell.name}: left, its timed points alone cost {hours:.1f} CPU-hours "
                     f"(> {budget_hours:g}): needs a GPU")
                 break
             if limit_s is not None and time.perf_counter() - start > limit_s:
                 return timings
+            rounds, first = int(req.point.get("rounds", 1)), first_round(req)
             try:
                 t1, s1 = _time_point(req.point, req.seed, first, data_dir)
                 t2, s2 = _time_point(req.point, req.seed, first + 1, data_dir) if rounds > 1 else (t1, s1)

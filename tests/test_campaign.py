@@ -152,10 +152,11 @@ def test_one_off_work_in_the_first_rounds_is_timed_as_setup(tmp_path, fake_data,
     assert math.isclose(campaign.run_seconds(fedala, timings), 105.0 + 10.0 * rounds)  # = 5 + 100 + 10 a round
     # an entry timed at rounds 1 and 2 (by an older rule) is timed again; one timed at 2 and 3 is kept
     key = campaign._timing_key(fedala)
-    stale = dict(timings, **{key: {k: v for k, v in timings[key].items() if k != "timed_rounds"}})
-    (root / campaign.TIMINGS).write_text(json.dumps(stale))
+    # (its old estimate, 1e6 s a round, is no lower bound: it does not make the cell over the budget)
+    stale = {k: v for k, v in timings[key].items() if k != "timed_rounds"}
+    (root / campaign.TIMINGS).write_text(json.dumps(dict(timings, **{key: dict(stale, seconds_per_round=1e6)})))
     calls.clear()
-    campaign.measure([cell], root, fake_data, log=lambda _: None)
+    campaign.measure([cell], root, fake_data, log=lambda _: None, budget_hours=40.0)
     assert calls == [("fedala", 2), ("fedala", 3)]
     calls.clear()
     campaign.measure([cell], root, fake_data, log=lambda _: None)
