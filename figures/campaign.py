@@ -383,12 +383,27 @@ def _time_point(point: dict, seed: int, rounds: int, data_dir: str | None) -> tu
 _ONE_OFF_ROUNDS = {"fedala": 2}
 
 
+def _first_round(req: RunRequest) -> int:
+    """The shorter of the two run lengths ``req`` is timed at (the longer is one round more)."""
+    rounds = int(req.point.get("rounds", 1))
+    return min(_ONE_OFF_ROUNDS.get(str(req.point.get("algo")), 1), max(rounds - 1, 1))
+
+
+def _current_timing(req: RunRequest, timings: dict) -> dict | None:
+    """``req``'s timing entry if it was timed by the current rule and did not fail, else None."""
+    done = timings.get(_timing_key(req))
+    if not done or "per_round_from" not in done or "error" in done:
+        return None
+    return done if done.get("timed_rounds", [1, 2])[0] == _first_round(req) else None
+
+
 def measure(cell_list: list[Cell], root: Path = HERE, data_dir: str | None = None, limit_s: float | None = None,
             log: Callable[[str], None] = print, budget_hours: float | None = None) -> dict:
     """Time one seed of every point of ``cell_list`` not timed yet at 1 and 2 rounds (CPU seconds, one thread) and
     keep the result in ``root/campaign_timings.json`` after each point (with the commit, the load average and
     where a round's time goes).  An algorithm with one-off work in its first rounds (:data:`_ONE_OFF_ROUNDS`) is
-    timed at ``r`` and ``r + 1`` rounds instead, a steady round after them.
+    timed at ``r`` and ``r + 1`` rounds instead, a steady round after them (``timed_rounds``; the entry's
+    ``seconds_1_round`` and ``seconds_2_rounds`` are then those two runs).
 
     Points that differ only in the data mixing share one timing.  ``limit_s`` stops after that many seconds.
     With ``budget_hours``, a cell whose timed points alone make its minimal test cost more than that is left
@@ -400,24 +415,12 @@ def measure(cell_list: list[Cell], root: Path = HERE, data_dir: str | None = Non
     def read() -> dict:
         return json.loads(path.read_text()) if path.exists() else {}
 
-    def first_round(req: RunRequest) -> int:
-        """The first of the two run lengths ``req`` is timed at."""
-        rounds = int(req.point.get("rounds", 1))
-        return min(_ONE_OFF_ROUNDS.get(str(req.point.get("algo")), 1), max(rounds - 1, 1))
-
-    def current(req: RunRequest) -> bool:
-        """Timed by the current rule (entries of an older timing method, or that failed, are timed again)."""
-        done = timings.get(_timing_key(req), {})
-        return "per_round_from" in done and "error" not in done \
-            and done.get("timed_rounds", [1, 2])[0] == first_round(req)
-
     def over_budget(cell: Cell) -> float | None:
         """The timed part of ``cell``'s minimal test in CPU-hours, where it exceeds ``budget_hours``."""
         if budget_hours is None:
             return None
         seeds = minimal_seeds(cell)
-        hours = sum(run_seconds(r, timings, measured) or 0.0 for r in cell.requests if r.trial < seeds
-                    and (current(r) or _point_key(r.folder, r.point) in measured)) / 3600
+        hours = sum(run_seconds(r, timings, measured) or 0.0 for r in cell.requests if r.trial < seeds) / 3600
         return hours if hours > budget_hours else None
 
     timings = read()
@@ -425,15 +428,15 @@ def measure(cell_list: list[Cell], root: Path = HERE, data_dir: str | None = Non
     start = time.perf_counter()
     for cell in sorted(cell_list, key=_size):  # the cheapest settings first: their runs can start soonest
         for req in cell.requests:
-            if req.trial != 0 or current(req):
-                continue
+            if req.trial != 0 or _current_timing(req, timings) is not None:
+                continue  # timed (entries of an older timing method, or that failed, are timed again)
             if (hours := over_budget(cell)) is not None:
                 log(f"timing {cell.name}: left, its timed points alone cost {hours:.1f} CPU-hours "
                     f"(> {budget_hours:g}): needs a GPU")
                 break
             if limit_s is not None and time.perf_counter() - start > limit_s:
                 return timings
-            rounds, first = int(req.point.get("rounds", 1)), first_round(req)
+            rounds, first = int(req.point.get("rounds", 1)), _first_round(req)
             try:
                 t1, s1 = _time_point(req.point, req.seed, first, data_dir)
                 t2, s2 = _time_point(req.point, req.seed, first + 1, data_dir) if rounds > 1 else (t1, s1)
@@ -517,8 +520,8 @@ def run_seconds(req: RunRequest, timings: dict, measured: dict[str, list[float]]
     done = (measured or {}).get(_point_key(req.folder, req.point))
     if done:
         return sum(done) / len(done)
-    t = timings.get(_timing_key(req))
-    if t is None or "error" in t:
+    t = _current_timing(req, timings)  # an older rule's timing prices nothing: the point is timed again
+    if t is None:
         return None
     return t["setup_seconds"] + t["seconds_per_round"] * int(req.point.get("rounds", 1))
 

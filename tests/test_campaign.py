@@ -29,6 +29,13 @@ def fake_data(tmp_path):
     return str(root)
 
 
+def _timed_36s(req):
+    """A current timing entry of ``req``: 36 s a round, no setup (100 rounds: 1 CPU-hour a run)."""
+    first = campaign._first_round(req)
+    return {"seconds_per_round": 36.0, "setup_seconds": 0.0, "per_round_from": "test",
+            "timed_rounds": [first, first + 1]}
+
+
 def _cell(requests, name_part):
     return next(c for c in campaign.cells(requests) if name_part in c.name)
 
@@ -69,7 +76,7 @@ def test_budget_queues_the_most_numbers_per_cpu_hour_first(tmp_path, fake_data):
     requests, _ = campaign.collect(tmp_path / "store", fake_data, names=["clove-table3", "clove-table5"])
     cells = [c for c in campaign.cells(requests) if c.dataset in ("amazon", "mnist-one-class")]
     # every run: 1 s setup + 36 s a round (100 rounds: 1 CPU-hour a run)
-    timings = {campaign._timing_key(r): {"seconds_per_round": 36.0, "setup_seconds": 0.0} for c in cells
+    timings = {campaign._timing_key(r): _timed_36s(r) for c in cells
                for r in c.requests}
     plans = campaign.plan(cells, timings, 40.0, tmp_path / "store", fake_data)
     by = {p.cell.dataset: p for p in plans}
@@ -88,7 +95,7 @@ def test_a_cell_timed_in_part_costs_at_least_its_timed_runs(tmp_path, fake_data)
     requests, _ = campaign.collect(tmp_path / "store", fake_data, names=["clove-table5"])
     cell = _cell(requests, "unsup-mnist")
     # IFCA alone timed: 1 CPU-hour a run (36 s x 100 rounds), 3 seeds; the other 3 points not timed
-    timings = {campaign._timing_key(r): {"seconds_per_round": 36.0, "setup_seconds": 0.0} for r in cell.requests
+    timings = {campaign._timing_key(r): _timed_36s(r) for r in cell.requests
                if r.point["algo"] == "ifca"}
     (over,) = campaign.plan([cell], timings, 2.0, tmp_path / "store", fake_data)
     assert over.untimed_points == 3 and math.isclose(over.seconds_minimal / 3600, 3.0)
@@ -106,8 +113,7 @@ def test_timing_leaves_a_cell_whose_timed_part_is_over_the_budget(tmp_path, fake
     cell = _cell(requests, "unsup-mnist")
     root = tmp_path / "store"
     root.mkdir()
-    ifca = {campaign._timing_key(r): {"seconds_per_round": 36.0, "setup_seconds": 0.0, "per_round_from": "test"}
-            for r in cell.requests if r.point["algo"] == "ifca"}
+    ifca = {campaign._timing_key(r): _timed_36s(r) for r in cell.requests if r.point["algo"] == "ifca"}
     (root / campaign.TIMINGS).write_text(json.dumps(ifca))
     timed = []
 
@@ -154,7 +160,9 @@ def test_one_off_work_in_the_first_rounds_is_timed_as_setup(tmp_path, fake_data,
     key = campaign._timing_key(fedala)
     # (its old estimate, 1e6 s a round, is no lower bound: it does not make the cell over the budget)
     stale = {k: v for k, v in timings[key].items() if k != "timed_rounds"}
-    (root / campaign.TIMINGS).write_text(json.dumps(dict(timings, **{key: dict(stale, seconds_per_round=1e6)})))
+    stale_timings = dict(timings, **{key: dict(stale, seconds_per_round=1e6)})
+    assert campaign.run_seconds(fedala, stale_timings) is None  # prices nothing: the point counts as untimed
+    (root / campaign.TIMINGS).write_text(json.dumps(stale_timings))
     calls.clear()
     campaign.measure([cell], root, fake_data, log=lambda _: None, budget_hours=40.0)
     assert calls == [("fedala", 2), ("fedala", 3)]
@@ -168,7 +176,7 @@ def test_a_points_stored_runs_replace_its_timed_estimate(tmp_path, fake_data):
     root = tmp_path / "store"
     requests, _ = campaign.collect(root, fake_data, names=["clove-table5"])
     cell = _cell(requests, "unsup-mnist")
-    timings = {campaign._timing_key(r): {"seconds_per_round": 36.0, "setup_seconds": 0.0} for r in cell.requests}
+    timings = {campaign._timing_key(r): _timed_36s(r) for r in cell.requests}
     stored = [r for r in cell.requests if r.trial == 0 and r.point["algo"] in ("global", "ifca")]
     for r, cpu in zip(stored, (360.0, 720.0), strict=True):  # 0.1 and 0.2 h against the timed 1 h
         r.path(root).parent.mkdir(parents=True, exist_ok=True)
