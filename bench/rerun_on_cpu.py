@@ -15,7 +15,6 @@ not there).
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 import time
@@ -34,9 +33,19 @@ def rerun(path: Path, data_dir: str | None, dtype: str | None = None) -> dict:
     from figures.campaign import device_name
     from figures.campaign_store import run_point
 
-    stored = json.loads(path.read_text(encoding="utf-8"))
-    module, _, name = stored["trial_fn"].rpartition(".")
-    trial_fn = getattr(importlib.import_module(module), name)
+    from figures.trials import resolve_trial
+
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not a readable campaign run ({type(exc).__name__}: {exc})") from None
+    if not isinstance(stored, dict):
+        raise ValueError(f"{path}: not a campaign run (a JSON object is expected)")
+    trial_fn = resolve_trial(stored.get("trial_fn"), f"{path}: field 'trial_fn'")
+    if not isinstance(stored.get("point"), dict):
+        raise ValueError(f"{path}: field 'point' must be an object of the run's parameters")
+    if not isinstance(stored.get("seed"), int) or isinstance(stored.get("seed"), bool) or stored["seed"] < 0:
+        raise ValueError(f"{path}: field 'seed' must be a non-negative integer")
     point = dict(run_point(stored["point"]), device="cpu")
     if dtype is not None:
         point["dtype"] = dtype
@@ -46,7 +55,7 @@ def rerun(path: Path, data_dir: str | None, dtype: str | None = None) -> dict:
     t0, w0 = time.process_time(), time.perf_counter()
     result = trial_fn(point, stored["seed"])
     cpu, wall = time.process_time() - t0, time.perf_counter() - w0
-    old = stored["result"] or {}
+    old = stored.get("result") if isinstance(stored.get("result"), dict) else {}
     return {"run": f"{stored['folder']}/{path.name}", "stored_device": stored.get("device"),
             "rerun_device": device_name("cpu"), "dtype": point.get("dtype", "float32"), "cpu_seconds": cpu,
             "wall_seconds": wall,
@@ -63,7 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out = []
     for p in args.runs:
-        row = rerun(Path(p), args.data_dir, args.dtype)
+        try:
+            row = rerun(Path(p), args.data_dir, args.dtype)
+        except ValueError as exc:
+            print(f"rerun_on_cpu: {exc}", file=sys.stderr)
+            return 2
         out.append(row)
         s, r = row["stored"], row["rerun"]
         diffs = ", ".join(f"{k} {s[k]!r} -> {r[k]!r}" for k in FIELDS if s[k] != r[k]) or "all equal"

@@ -801,13 +801,12 @@ def execute(req: RunRequest, root: str, data_dir: str | None, command: str, devi
 
 
 def _execute(req: RunRequest, root: str, data_dir: str | None, command: str, path: Path, device: str) -> dict:
-    import importlib
-
     import torch
 
+    from figures.trials import resolve_trial
+
     torch.set_num_threads(1)
-    module, _, name = req.trial_fn.rpartition(".")
-    trial_fn = getattr(importlib.import_module(module), name)
+    trial_fn = resolve_trial(req.trial_fn, f"{req.folder}: run request's trial_fn")
     point = run_point(req.point)
     if data_dir is not None:
         point["data_dir"] = str(data_dir)

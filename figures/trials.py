@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["closest_truth_distance", "ifca_fig3_trial", "nets_loss_matrix_trial", "nets_trial",
-           "shared_instance_trial", "synth_history_trial", "synth_trial", "theory_trial"]
+__all__ = ["TRIAL_FUNCTIONS", "closest_truth_distance", "ifca_fig3_trial", "nets_loss_matrix_trial", "nets_trial",
+           "resolve_trial", "shared_instance_trial", "synth_history_trial", "synth_trial", "theory_trial"]
 
 
 def synth_trial(params: dict[str, Any], seed: int) -> dict[str, Any]:
@@ -208,3 +208,20 @@ def atlas_cell_trial(params: dict[str, Any], seed: int) -> dict[str, Any]:
     from theory.atlas import evaluate_cell, json_safe, unjson
 
     return json_safe(evaluate_cell(unjson(params), seed))
+
+
+# The only trial functions a stored run or store may name.  A result file never chooses code: a name outside this
+# table is refused by :func:`resolve_trial` before anything is imported.
+TRIAL_FUNCTIONS: dict[str, Any] = {f"{__name__}.{fn.__name__}": fn for fn in (
+    synth_trial, synth_history_trial, ifca_fig3_trial, shared_instance_trial, nets_trial, nets_loss_matrix_trial,
+    theory_trial, atlas_cell_trial)}
+
+
+def resolve_trial(name: object, where: str = "trial_fn") -> Any:
+    """The toolkit's trial function called ``name``; ``ValueError`` naming ``where`` (file and field) for any other
+    value, so that no file can make the toolkit import or call a callable it does not own."""
+    fn = TRIAL_FUNCTIONS.get(name) if isinstance(name, str) else None
+    if fn is None:
+        known = ", ".join(sorted(TRIAL_FUNCTIONS))
+        raise ValueError(f"{where}: {str(name)[:80]!r} is not one of the toolkit's trial functions ({known})")
+    return fn
