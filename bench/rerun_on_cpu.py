@@ -32,7 +32,6 @@ def rerun(path: Path, data_dir: str | None, dtype: str | None = None) -> dict:
 
     from figures.campaign import device_name
     from figures.campaign_store import run_point
-
     from figures.trials import resolve_trial
 
     try:
