@@ -147,9 +147,12 @@ class FusedLibrary:
     def bind(self, X: np.ndarray, y: np.ndarray) -> tuple:
         """The kernel arguments describing ``X`` ``(m, n_max, d)`` and ``y`` ``(m, n_max)`` (strided views
         allowed, rows contiguous: :func:`layout_ok`), computed once; the caller keeps ``X`` and ``y`` alive."""
+        if not layout_ok(X, y) or y.shape != X.shape[:2]:
+            raise ValueError(f"X and y must be float32/float64 arrays of shapes (m, n_max, d) and (m, n_max) with "
+                             f"contiguous rows, got {X.dtype} {X.shape} and {y.dtype} {y.shape}")
         it = X.itemsize
         return (self._fused[X.dtype], X.dtype, X.ctypes.data, X.strides[0] // it, X.strides[1] // it,
-                y.ctypes.data, y.strides[0] // it, y.strides[1] // it, X.shape[2])
+                y.ctypes.data, y.strides[0] // it, y.strides[1] // it, X.shape[2], X.shape[0], X.shape[1])
 
     @staticmethod
     def losses_gradients(data: tuple, clients: np.ndarray, rows: np.ndarray, models: np.ndarray, logistic: bool,
@@ -163,9 +166,30 @@ class FusedLibrary:
         and share the clients out dynamically.  With ``only`` (int64, one entry per client) client ``i`` forms
         just ``grad[i, only[i]]`` (all ``M`` where ``only[i] < 0``), bit-identical to the full computation.
         Releases the GIL while it runs.
+
+        Every argument is checked here, at the call (``ValueError`` naming it): the kernel reads ``rows[i]`` rows
+        of client ``clients[i]`` at fixed offsets, so a count or index beyond the bound arrays -- say a backend's
+        ``n_samples`` reassigned after it was checked -- would read outside them (a segfault at best).  The
+        checks cost O(clients), nothing beside the kernel's O(clients x rows x d x models).
         """
-        fn, dtype, xp, sxc, sxr, yp, syc, syr, d = data
-        M = models.shape[0]
+        fn, dtype, xp, sxc, sxr, yp, syc, syr, d, m, n_max = data
+        c = _checked("clients", clients, np.int64, None, 1).shape[0]
+        M = _checked("models", models, dtype, None, 2).shape[0]
+        if models.shape[1] != d:
+            raise ValueError(f"models must have shape (M, {d}) (d = {d} features of the bound data), got "
+                             f"{models.shape}")
+        _in_bounds("clients", clients, 0, m - 1, f"the {m} clients of the bound data")
+        _checked("rows", rows, np.int64, (c,))
+        _in_bounds("rows", rows, 0, n_max, f"the {n_max} rows a client of the bound data holds; rows are the "
+                   "clients' sample counts, n_samples")
+        _checked("loss", loss, np.float64, (c, M), write=True)
+        if grad is not None:
+            _checked("grad", grad, dtype, (c, M, d), write=True)
+        if counter is not None:
+            _checked("counter", counter, np.int64, (1,), write=True)
+        if only is not None:
+            _checked("only", only, np.int64, (c,))
+            _in_bounds("only", only, None, M - 1, f"the {M} models (< 0: every model)")
         work = np.empty(8 * M, dtype=dtype)
         fn(xp, sxc, sxr, yp, syc, syr, clients.ctypes.data, rows.ctypes.data, len(clients), d, models.ctypes.data,
            M, int(logistic), loss.ctypes.data, None if grad is None else grad.ctypes.data, work.ctypes.data,
@@ -179,8 +203,40 @@ class FusedLibrary:
 
     def combine(self, grad: np.ndarray, coef: np.ndarray, G: np.ndarray) -> None:
         """``G[j] += sum_i coef[i, j] grad[i, j]`` in client order, skipping zero coefficients (float64 ``G``)."""
-        b, M, d = grad.shape
+        if grad.dtype not in self._combine:
+            raise ValueError(f"grad must be a float32 or float64 array, got {grad.dtype}")
+        b, M, d = _checked("grad", grad, grad.dtype, None, 3).shape
+        _checked("coef", coef, np.float64, (b, M))
+        _checked("G", G, np.float64, (M, d), write=True)
         self._combine[grad.dtype](grad.ctypes.data, coef.ctypes.data, b, M, d, G.ctypes.data)
+
+
+def _checked(name: str, a, dtype, shape: tuple | None, ndim: int | None = None, write: bool = False) -> np.ndarray:
+    """``a`` if it is a C-contiguous ``dtype`` array of ``shape`` (or of ``ndim`` dimensions), writable where the
+    kernel writes it; else ValueError naming ``name``."""
+    ok = (isinstance(a, np.ndarray) and a.dtype == dtype and a.flags.c_contiguous and (not write or a.flags.writeable)
+          and (a.shape == shape if shape is not None else a.ndim == ndim))
+    if not ok:
+        want = f"shape {shape}" if shape is not None else f"{ndim} dimension(s)"
+        got = type(a).__name__
+        if isinstance(a, np.ndarray):
+            got = f"{a.dtype} {a.shape}" + ("" if a.flags.c_contiguous else ", not contiguous") \
+                + ("" if a.flags.writeable or not write else ", read-only")
+        raise ValueError(f"{name} must be a C-contiguous{' writable' if write else ''} {np.dtype(dtype).name} array "
+                         f"of {want} for the compiled kernel, got {got}")
+    return a
+
+
+def _in_bounds(name: str, a: np.ndarray, low: int | None, high: int, what: str) -> None:
+    """ValueError naming ``name`` and its first entry outside ``[low, high]``."""
+    if not a.size:
+        return
+    bad = (a > high) if low is None else (a < low) | (a > high)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        lo = "-inf" if low is None else str(low)
+        raise ValueError(f"{name} must lie in [{lo}, {high}] ({what}); got {name}[{i}] = {int(a[i])}: refused "
+                         "before the compiled kernel reads outside its arrays")
 
 
 def layout_ok(X: np.ndarray, y: np.ndarray) -> bool:
