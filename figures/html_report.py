@@ -18,7 +18,7 @@ from synth.store import write_text_atomic
 from .headline import classify, data_kind
 from .status import Status, section_path
 
-__all__ = ["inline", "markdown_html", "write_html"]
+__all__ = ["inline", "markdown_html", "safe_href", "write_html"]
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1500px;
@@ -51,9 +51,29 @@ def inline(text: str) -> str:
         p = html.escape(p, quote=False)
         p = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", p)
         p = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"<i>\1</i>", p)
-        p = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", lambda m: f'<a href="{html.escape(m.group(2))}">{m.group(1)}</a>', p)
+        p = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", _link, p)
         out.append(p)
     return "".join(out)
+
+
+def _link(m: re.Match) -> str:
+    """A Markdown link ``[text](target)`` (both escaped) as an anchor when its target is safe, else as the text it
+    is: stored fields (a store's name, a run's notes) reach the page, and a ``javascript:`` target would run."""
+    href = safe_href(html.unescape(m.group(2)))
+    return m.group(0) if href is None else f'<a href="{html.escape(href)}">{m.group(1)}</a>'
+
+
+def safe_href(target: str) -> str | None:
+    """``target`` if it is an http(s) URL or a relative one (a path, ``#anchor`` or ``?query``), else None.
+
+    A scheme is whatever precedes the first ``:`` that comes before any ``/``, ``?`` or ``#``, read as a browser
+    reads it: case-insensitive, with control characters and whitespace dropped (``java\tscript:``).
+    """
+    squeezed = re.sub(r"[\x00-\x20\x7f-\x9f]", "", target)
+    m = re.match(r"([^/?#]*):", squeezed)
+    if m and m.group(1).lower() not in ("http", "https"):
+        return None
+    return target
 
 
 def _cells(line: str) -> list[str]:

@@ -166,3 +166,28 @@ def test_the_kernel_checks_every_argument_at_its_call():
     assert [x.split()[0] for x in lines] == names, proc.stdout
     for name, line in zip(names, lines, strict=True):
         assert line.startswith(f"{name} refused: {name} must"), line
+
+
+# -- item 8: report.html links only to http(s) and relative targets -------------------------------------------------
+
+@pytest.mark.parametrize("target", ["javascript:alert(document.cookie)", "JaVaScRiPt:alert(1)", "vbscript:msgbox(1)",
+                                    "data:text/html;base64,PHNjcmlwdD4=", "\x01javascript:alert(1)",
+                                    "mailto:someone@example.org", "file:///etc/passwd", "x:y"])
+def test_a_stored_link_to_another_scheme_is_rendered_as_text(target):
+    from figures.html_report import inline, markdown_html
+
+    text = f"run notes: [click me]({target}) and [the paper](https://arxiv.org/abs/2006.04088)"
+    for page in (inline(text), markdown_html(f"# {text}\n\n{text}\n\n| a |\n|---|\n| {text} |\n\n- {text}")):
+        hrefs = [h.lower() for h in __import__("re").findall(r'href="([^"]*)"', page)]
+        assert hrefs and all(h == "https://arxiv.org/abs/2006.04088" for h in hrefs), (target, page)
+        assert "click me" in page  # the text stays, as text
+
+
+@pytest.mark.parametrize("target, href", [("https://example.org/a?b=1&c=2", "https://example.org/a?b=1&amp;c=2"),
+                                          ("http://example.org", "http://example.org"),
+                                          ("#ifca-fig3a", "#ifca-fig3a"), ("figs/a.pdf", "figs/a.pdf"),
+                                          ("../report.md", "../report.md")])
+def test_http_and_relative_links_stay_links(target, href):
+    from figures.html_report import inline
+
+    assert inline(f"[x]({target})") == f'<a href="{href}">x</a>'
