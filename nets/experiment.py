@@ -98,10 +98,10 @@ PARAMS: dict[str, Param] = {
                             low=2),
     "linkage": Param("str", None, "CFL bipartition: single (the optimum of Sattler et al. Sec. III) or complete "
                      "(the reference code)", choices=("single", "complete")),
-    "test_machines": Param("int", None, "IFCA Sec. VI-B test protocol: also score the cluster models on this many "
-                           "separate test machines (spread over the clusters) by the min-loss rule (IFCA: 400)",
-                           low=1),
-    "test_machine_size": Param("int", 100, "test images per test machine (IFCA: 100)", low=1),
+    "test_machines": Param("int", None, "IFCA Sec. VI-B test protocol: also score on this many separate test "
+                           "machines of one cluster each, the cluster models by the min-loss rule, each local model "
+                           "on the machines of its own cluster (IFCA: m_test = 10000 k / n)", low=1),
+    "test_machine_size": Param("int", 100, "test images per test machine (IFCA: n)", low=1),
     "eval_every": Param("int", 0, "test every this many rounds (0: only at the end)", low=0),
     "seed": Param("int", 0, "random seed (data, algorithm and minibatch streams are spawned from it)", low=0),
     "device": Param("str", "auto", "torch device: auto (cuda when present), cpu or cuda",
@@ -349,7 +349,7 @@ def run_experiment(params: dict[str, Any], *, history: bool = False, batched: bo
     final = _score(test, res, spec.rule, truth)
     machines = None
     if p["test_machines"] is not None:
-        machines = _test_machines(p, model, res, spec.rule, batched, device)
+        machines = _test_machines(p, model, res, spec.rule, batched, device, truth)
     record = {
         "dataset": p["dataset"], "algo": p["algo"], "model": model_name, "task": p["task"],
         "test_accuracy": final["test_accuracy"], "test_loss": final["test_loss"],
@@ -441,24 +441,58 @@ def _separate_local_starts(train, rng: np.random.Generator) -> None:
     train.local_models = local_models  # this backend instance only
 
 
-def _test_machines(p: dict, model, res, rule: str, batched: bool, device) -> dict:
+def _test_machines(p: dict, model, res, rule: str, batched: bool, device, truth=None) -> dict:
     """IFCA Sec. VI-B: accuracy on ``test_machines`` fresh machines of ``test_machine_size`` test images each,
-    spread evenly over the clusters, every machine scored with the model of smallest loss on its own images.
+    spread evenly over the clusters, every machine holding images of one cluster (one rotation).
 
     The machines are a second federation of the same data set and partition drawn from the test pool with its
     own seed stream (the rotations of ``rotated`` are fixed per cluster, so a machine's cluster means the same
-    distortion as a training client's).  Local models (one per training client) have no such score.
+    distortion as a training client's).  IFCA's m_test = 10000 k / n machines of n images hold every image of the
+    MNIST test split once per rotation.  Scoring, as IFCA's text and code (jichan3751/ifca, mnist/) define it:
+
+    * IFCA and the global model: "For every test worker machine, we run inference on all learned models ... and
+      calculate the accuracy from the model that produces the smallest loss value" (the min-loss rule on the
+      machine's own images; train_cluster_mnist.py ``get_inference_stats``);
+    * Local (rule ``"own"``, one model per training client): "the models are tested by measuring the accuracy on
+      the test data with the same distribution (i.e. those have the same rotation). We report the accuracy
+      averaged over all the models in worker machines": model i on every test machine of client i's true cluster
+      (``truth``), averaged over the models (train_cluster_mnist_local.py ``get_inference_stats``).
     """
-    if rule == "own" or len(res.models) == 0:
-        return {"n_test_machines": p["test_machines"], "test_accuracy_machines": None, "test_loss_machines": None}
+    none = {"n_test_machines": p["test_machines"], "test_accuracy_machines": None, "test_loss_machines": None}
+    if len(res.models) == 0 or (rule == "own" and truth is None):  # no model, or no cluster to match a machine
+        return none
     rng = np.random.default_rng(np.random.SeedSequence(p["seed"], spawn_key=(4,)))
     fed = build_federation(p["dataset"], p["test_machines"], 1, rng, n_test=p["test_machine_size"],
                            clusters=p["clusters"], alpha=p["alpha"], task=p["task"], data_dir=p["data_dir"])
     _, test = fed.backends(model, batched=batched, memory_budget=(p["memory_mb"] or (
         4096 if device.type == "cuda" else 256)) * 2**20)
-    scored = evaluate(test, res.models, "min-loss")
+    if rule == "own":
+        scored = _own_cluster_scores(test, res.models, truth, fed.clusters)
+    else:
+        scored = evaluate(test, res.models, "min-loss")
     return {"n_test_machines": int(fed.n_clients), "test_machine_size": int(fed.X_test.shape[1]),
+            "test_machines_rule": "own cluster" if rule == "own" else "min-loss",
             "test_accuracy_machines": scored["test_accuracy"], "test_loss_machines": scored["test_loss"]}
+
+
+def _own_cluster_scores(test, models, truth, machine_clusters) -> dict:
+    """IFCA Sec. VI-B's Local test: local model i scored on all the test machines of its client's cluster
+    ``truth[i]``; loss and accuracy averaged over the models (each over its cluster's test images)."""
+    truth = np.asarray(truth, dtype=np.int64)
+    stack = test.from_numpy(models)  # converted once, not once per model
+    if len(truth) != stack.shape[0]:
+        raise ValueError(f"truth must hold one cluster per local model ({stack.shape[0]}), got {len(truth)}")
+    loss, acc = np.empty(len(truth)), np.empty(len(truth))
+    for c in np.unique(truth):  # loop over clusters
+        rows = np.flatnonzero(machine_clusters == c)
+        if len(rows) == 0:
+            raise ValueError(f"test_machines must give every cluster a machine: cluster {c} has none")
+        w = test.n_samples[rows].astype(np.float64)
+        for i in np.flatnonzero(truth == c):  # loop over local models: one forward over the cluster's test images
+            lo, ac = test.scores(stack, np.full(len(rows), i), clients=rows)
+            loss[i], acc[i] = np.sum(lo * w) / w.sum(), np.sum(ac * w) / w.sum()
+    mean_acc = float(acc.mean())
+    return {"test_loss": float(loss.mean()), "test_accuracy": None if np.isnan(mean_acc) else mean_acc}
 
 
 def _score(test, res, rule: str, truth) -> dict:
