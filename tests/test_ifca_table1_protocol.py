@@ -179,3 +179,13 @@ def test_a_local_run_with_test_machines_records_the_own_rotation_score():
     assert rec["test_accuracy_machines"] is not None and 0.0 <= rec["test_accuracy_machines"] <= 1.0
     assert rec["test_machines_rule"] == "own cluster" and rec["n_test_machines"] == p["test_machines"]
     assert 0.0 <= rec["test_accuracy"] <= 1.0
+
+
+def test_a_rows_test_machines_are_those_its_runs_were_scored_on():
+    """A stored run made before the fix (400 machines of 100 images at n = 50) keeps its own label on the
+    [IFCA's test] row; a run recording no machines (an old Local run) shows the point's."""
+    point = dict(test_machines=800, test_machine_size=50)
+    old = [{"status": "ok", "result": {"n_test_machines": 400, "test_machine_size": 100}}]
+    assert ifca_nets._machines_label(point, old) == "[IFCA's test: 400 machines of 100 images]"
+    local = [{"status": "ok", "result": {"test_accuracy": 0.64}}, {"status": "missing", "result": None}]
+    assert ifca_nets._machines_label(point, local) == "[IFCA's test: 800 machines of 50 images]"
