@@ -218,10 +218,17 @@ def _campaign(args, n_jobs: int, argv) -> int:
     import shlex
 
     from figures import campaign
+    from synth.cli import UsageError
 
     budget = _hours("--budget-hours", args.budget_hours, campaign.BUDGET_HOURS)
     hours = _hours("--hours", args.hours, None)
-    only = [c.strip() for c in args.cells.split(",") if c.strip()] if args.cells else None
+    only = [c.strip() for c in args.cells.split(",") if c.strip()] if args.cells is not None else None
+    if only is not None and not only:
+        raise UsageError("paper_repro.py: error: --cells needs at least one part of a cell name (see "
+                         "figures/measured/campaign.csv, column cell)")
+    # the cell names come from the manifest (milliseconds; collecting the runs takes a minute): a name matching no
+    # cell is refused before any work, and before the manifest is rewritten
+    campaign.check_cells(only, campaign.known_cells(), "--cells")
     if n_jobs == -1:
         n_jobs = os.cpu_count() or 1
     command = "python paper_repro.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))

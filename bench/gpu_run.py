@@ -4,6 +4,10 @@
 
     python bench/gpu_run.py --out DIR --data-dir DATA [--cells C1,C2,...] [--minutes M] [--device cuda|cpu] [--smoke]
 
+A wrong argument -- a name of ``--cells`` that is part of no campaign cell's name (the manifest's column ``cell``),
+``--device cuda`` where torch sees no GPU, an ``--out`` that cannot be a folder -- is one line on stderr and exit
+status 2, before any work.
+
 ``DATA`` is a copy of the data directory inside the checkout (the device machine gets the checkout alone): say
 ``.gpudata/`` with ``mnist/`` and ``fashion-mnist/``, ignored by ``.git/info/exclude`` and carried with the call.
 
@@ -26,7 +30,6 @@ the store, so that the script cannot fail on the GPU for a trivial reason.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -94,7 +97,17 @@ def _pack(store: Path, out: Path, device_prefix: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """Exit status 0 when the call ran (its runs' failures are in ``campaign.log``), 2 on a wrong argument or an
+    unusable ``--out`` (one line on stderr, before any work), 130 on Ctrl-C."""
+    from synth.errors import run_main
+
+    return run_main("gpu_run.py", _main, argv)
+
+
+def _parser():
+    from synth.cli import CleanParser
+
+    ap = CleanParser(prog="gpu_run.py", description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("--out", required=True, help="folder for the results (the device tool's $OUT)")
     ap.add_argument("--data-dir", required=True, help="the data directory (mnist/ ...)")
     ap.add_argument("--cells", default=",".join(DEFAULT_CELLS), help="campaign cells, in the order to run them")
@@ -102,8 +115,39 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--smoke", action="store_true", help="CPU dry run: every run cut to 1 round, scratch store")
     ap.add_argument("--skip-tests", action="store_true")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def _checked_args(argv: list[str]):
+    """The arguments, every one checked before any work: the cells by the manifest's names (no cell matching a
+    name would run nothing, silently), the minutes, the data folder, the device."""
+    import math
+
+    from figures import campaign
+
+    args = _parser().parse_args(argv)
+    only = [c.strip() for c in args.cells.split(",") if c.strip()]
+    if not only:
+        raise ValueError("--cells needs at least one part of a campaign cell's name")
+    campaign.check_cells(only, campaign.known_cells(), "--cells")
+    if not (math.isfinite(args.minutes) and args.minutes > 0):
+        raise ValueError(f"--minutes must be a number of minutes in (0, inf), got {args.minutes}")
+    if not args.out.strip():
+        raise ValueError("--out must name a folder, got an empty string")
+    if not Path(args.data_dir).is_dir():
+        raise ValueError(f"--data-dir {args.data_dir!r} is not a folder (the data directory: mnist/ ...)")
+    if args.device == "cuda" and not args.smoke:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError("--device cuda: torch sees no CUDA GPU here; run on a GPU, or --smoke (or --device cpu) "
+                             "for the CPU dry run")
+    return args, only
+
+
+def _main(argv: list[str]) -> int:
     t0 = time.time()
+    args, only = _checked_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     device = "cpu" if args.smoke else args.device
@@ -151,7 +195,6 @@ def main(argv: list[str] | None = None) -> int:
         log(f"packed {_pack(store, out, prefix)} files into campaign_runs.tgz")
 
     hours = max(0.0, args.minutes * 60 - (time.time() - t0)) / 3600
-    only = [c for c in args.cells.split(",") if c]
     command = "python bench/gpu_run.py " + " ".join(argv if argv is not None else sys.argv[1:])
     done = campaign.run_campaign(root=store, data_dir=args.data_dir, only=only, hours=hours, command=command,
                                  log=log, device=device, gpu_order=True,

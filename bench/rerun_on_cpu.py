@@ -14,7 +14,6 @@ not there).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -45,6 +44,8 @@ def rerun(path: Path, data_dir: str | None, dtype: str | None = None) -> dict:
         raise ValueError(f"{path}: field 'point' must be an object of the run's parameters")
     if not isinstance(stored.get("seed"), int) or isinstance(stored.get("seed"), bool) or stored["seed"] < 0:
         raise ValueError(f"{path}: field 'seed' must be a non-negative integer")
+    if not isinstance(stored.get("folder"), str):
+        raise ValueError(f"{path}: field 'folder' must be the run's folder name")
     point = dict(run_point(stored["point"]), device="cpu")
     if dtype is not None:
         point["dtype"] = dtype
@@ -62,7 +63,17 @@ def rerun(path: Path, data_dir: str | None, dtype: str | None = None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """Exit status 0, or 2 with one line on stderr (a run file that is missing, unreadable or names a trial function
+    outside the toolkit's registry, a wrong argument), 130 on Ctrl-C."""
+    from synth.errors import run_main
+
+    return run_main("rerun_on_cpu.py", _main, argv)
+
+
+def _main(argv: list[str]) -> int:
+    from synth.cli import CleanParser
+
+    ap = CleanParser(prog="rerun_on_cpu.py", description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("runs", nargs="+", help="stored campaign run JSON files")
     ap.add_argument("--data-dir", default=None, help="the data directory (default: the trial's own default)")
     ap.add_argument("--dtype", default=None, choices=["float32", "float64"],
@@ -71,11 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out = []
     for p in args.runs:
-        try:
-            row = rerun(Path(p), args.data_dir, args.dtype)
-        except ValueError as exc:
-            print(f"rerun_on_cpu: {exc}", file=sys.stderr)
-            return 2
+        row = rerun(Path(p), args.data_dir, args.dtype)
         out.append(row)
         s, r = row["stored"], row["rerun"]
         diffs = ", ".join(f"{k} {s[k]!r} -> {r[k]!r}" for k in FIELDS if s[k] != r[k]) or "all equal"

@@ -28,6 +28,7 @@ import csv
 import hashlib
 import io
 import json
+import math
 import os
 import platform
 import re
@@ -43,8 +44,9 @@ from .campaign_store import RunRequest, load_run, run_point, stored_records
 from .published import Published, tables
 from .registry import Context
 
-__all__ = ["BUDGET_HOURS", "Cell", "HERE", "RunRequest", "cell_of", "cells", "collect", "load_run", "manifest_rows",
-           "minimal_seeds", "plan", "gpu_queue", "run_campaign", "stored_records", "write_manifest"]
+__all__ = ["BUDGET_HOURS", "Cell", "HERE", "RunRequest", "cell_of", "cells", "check_cells", "check_timings", "collect",
+           "known_cells", "load_run", "manifest_rows", "minimal_seeds", "plan", "gpu_queue", "read_timings",
+           "run_campaign", "stored_records", "write_manifest"]
 
 HERE = Path(__file__).parent / "measured"
 TIMINGS = "campaign_timings.json"
@@ -397,6 +399,80 @@ def _current_timing(req: RunRequest, timings: dict) -> dict | None:
     return done if done.get("timed_rounds", [1, 2])[0] == _first_round(req) else None
 
 
+# the largest plausible timing: a round of 1e6 CPU seconds is 11.6 days; a whole timed run (setup, one or two rounds)
+# ten times that.  Anything beyond is a forged or corrupted entry, never a measurement of this machine.
+MAX_ROUND_SECONDS = 1e6
+MAX_RUN_SECONDS = 1e7
+_TIMING_FIELDS = {"seconds_per_round": (MAX_ROUND_SECONDS, False), "setup_seconds": (MAX_RUN_SECONDS, True),
+                  "seconds_1_round": (MAX_RUN_SECONDS, False), "seconds_2_rounds": (MAX_RUN_SECONDS, False)}
+
+
+def read_timings(root: Path = HERE) -> dict:
+    """``root/campaign_timings.json`` ({} where there is none), every entry checked (:func:`check_timings`)."""
+    path = Path(root) / TIMINGS
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"{path}: not a readable timings file ({type(exc).__name__}: {exc}); restore it from git "
+                         "or delete it to time the cells again") from None
+    return check_timings(data, path)
+
+
+def check_timings(timings: object, where: object = TIMINGS) -> dict:
+    """``timings`` if every entry is one :func:`measure` can have written, else ValueError naming the file, the
+    entry and the field: CPU seconds finite and positive (a setup may be 0) and at most :data:`MAX_ROUND_SECONDS`
+    a round, :data:`MAX_RUN_SECONDS` a timed run; ``timed_rounds`` two consecutive rounds from 1; the time splits
+    non-negative seconds; a failed timing's ``error`` a string.  A forged entry would otherwise price cells (a
+    negative one at minus a million CPU-hours frees the whole budget)."""
+    if not isinstance(timings, dict):
+        raise ValueError(f"{where}: must hold a JSON object of timing entries, got {type(timings).__name__}")
+    for key, entry in timings.items():
+        name = f"{where}: entry {str(key)[:40]!r}"
+        if not re.fullmatch(r"[0-9a-f]{16}", str(key)):
+            raise ValueError(f"{name}: not a timing key (16 hex digits of the run's setting); restore the file from "
+                             "git or delete the entry")
+        if not isinstance(entry, dict):
+            raise ValueError(f"{name}: must be an object, got {type(entry).__name__}")
+        name += f" ({entry.get('cell', '?')}, {entry.get('algo', '?')})"
+        if "error" in entry:
+            if not isinstance(entry["error"], str):
+                raise ValueError(f"{name}: 'error' must be a string (why the timing failed)")
+            continue
+        for field_name, (high, zero_ok) in _TIMING_FIELDS.items():
+            if field_name not in entry and field_name not in ("seconds_per_round", "setup_seconds"):
+                continue
+            _check_seconds(name, field_name, entry.get(field_name), high, zero_ok)
+        if not isinstance(entry.get("per_round_from", ""), str):
+            raise ValueError(f"{name}: 'per_round_from' must be a string (how the round was timed)")
+        rounds = entry.get("timed_rounds", [1, 2])
+        if not (isinstance(rounds, list) and len(rounds) == 2 and all(_is_int(r) for r in rounds)
+                and rounds[0] >= 1 and rounds[1] == rounds[0] + 1):
+            raise ValueError(f"{name}: 'timed_rounds' must be two consecutive round counts [r, r + 1], r >= 1, got "
+                             f"{json.dumps(rounds)[:40]}")
+        for split in ("round_split_seconds", "setup_split_seconds"):
+            value = entry.get(split, {})
+            if not isinstance(value, dict):
+                raise ValueError(f"{name}: {split!r} must be an object of CPU seconds per share")
+            for share, seconds in value.items():
+                _check_seconds(name, f"{split}.{share}", seconds, MAX_RUN_SECONDS, True)
+    return timings
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _check_seconds(name: str, field_name: str, value: object, high: float, zero_ok: bool) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        and (value >= 0 if zero_ok else value > 0) and value <= high
+    if not ok:
+        low = "[0" if zero_ok else "(0"
+        raise ValueError(f"{name}: {field_name!r} must be CPU seconds in {low}, {high:.0e}], got "
+                         f"{json.dumps(value)[:40]}; restore the file from git or delete the entry to time it again")
+
+
 def measure(cell_list: list[Cell], root: Path = HERE, data_dir: str | None = None, limit_s: float | None = None,
             log: Callable[[str], None] = print, budget_hours: float | None = None) -> dict:
     """Time one seed of every point of ``cell_list`` not timed yet at 1 and 2 rounds (CPU seconds, one thread) and
@@ -413,7 +489,7 @@ def measure(cell_list: list[Cell], root: Path = HERE, data_dir: str | None = Non
     path = Path(root) / TIMINGS
 
     def read() -> dict:
-        return json.loads(path.read_text()) if path.exists() else {}
+        return read_timings(root)
 
     def over_budget(cell: Cell) -> float | None:
         """The timed part of ``cell``'s minimal test in CPU-hours, where it exceeds ``budget_hours``."""
@@ -427,9 +503,13 @@ def measure(cell_list: list[Cell], root: Path = HERE, data_dir: str | None = Non
     measured = stored_seconds(root)
     start = time.perf_counter()
     for cell in sorted(cell_list, key=_size):  # the cheapest settings first: their runs can start soonest
+        if all(r.path(root).exists() for r in cell.requests):
+            continue  # every run stored: nothing left to price or run, whatever rule its timings followed
         for req in cell.requests:
             if req.trial != 0 or _current_timing(req, timings) is not None:
                 continue  # timed (entries of an older timing method, or that failed, are timed again)
+            if measured.get(_point_key(req.folder, req.point)):
+                continue  # its stored runs price the point (run_seconds): a timing would change nothing
             if (hours := over_budget(cell)) is not None:
                 log(f"timing {cell.name}: left, its timed points alone cost {hours:.1f} CPU-hours "
                     f"(> {budget_hours:g}): needs a GPU")
@@ -856,6 +936,28 @@ def queue(plans: list[CellPlan], timings: dict, budget_hours: float, root: Path 
     return out
 
 
+def known_cells(root: Path = HERE) -> list[str] | None:
+    """The cell names of the manifest (``root/campaign.csv``, column ``cell``), read in milliseconds where
+    :func:`collect` takes a minute; None where there is no readable manifest."""
+    try:
+        with open(Path(root) / MANIFEST, encoding="utf-8", newline="") as fh:
+            names = [row.get("cell") or "" for row in csv.DictReader(fh)]
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    return sorted({n for n in names if n}) or None
+
+
+def check_cells(only: list[str] | None, known: list[str] | None, what: str = "only (--cells)") -> None:
+    """ValueError naming ``what`` and the known cells when a string of ``only`` is part of no cell name of
+    ``known`` (a cell is chosen by any part of its name); nothing to check where ``only`` or ``known`` is None."""
+    if only is None or known is None:
+        return
+    for text in only:
+        if not any(text in name for name in known):
+            raise ValueError(f"{what}: {text!r} is part of no campaign cell's name; the cells are "
+                             f"{', '.join(known)}")
+
+
 def gpu_queue(cell_list: list[Cell], only: list[str] | None, root: Path = HERE) -> list[RunRequest]:
     """The minimal tests' missing runs of ``cell_list`` for a GPU: cells in the order ``only`` names them (a GPU's
     time goes first to what the CPU budget cannot reach), each cell's runs seed by seed."""
@@ -879,11 +981,19 @@ def run_campaign(budget_hours: float = BUDGET_HOURS, n_jobs: int = 1, root: Path
     called with each finished run's summary.  Returns the number of runs finished."""
     from joblib import Parallel, delayed
 
-    requests, _ = collect(root, data_dir)
-    cell_list = [c for c in cells(requests) if only is None or any(o in c.name for o in only)]
-    cell_list = [c for c in cell_list if not _data_status(data_dir, c.dataset).startswith("no")]
     if gpu_order is None:
         gpu_order = device != "cpu"
+    if not gpu_order:
+        read_timings(root)  # a forged or corrupt timings file is refused before any work
+    check_cells(only, known_cells(root))
+    requests, _ = collect(root, data_dir)
+    every = cells(requests)  # the cells of the targets whose data are here
+    check_cells(only, [c.name for c in every] or None)
+    cell_list = [c for c in every if only is None or any(o in c.name for o in only)]
+    cell_list = [c for c in cell_list if not _data_status(data_dir, c.dataset).startswith("no")]
+    if only is not None and not cell_list:
+        raise ValueError(f"only (--cells): no cell named by {', '.join(map(repr, only))} has its data in the data "
+                         f"directory ({data_dir or 'the default one'}); see the column data of {MANIFEST}")
     if not gpu_order:
         timings = measure(cell_list, root, data_dir, log=log, budget_hours=budget_hours)
         plans = plan(cell_list, timings, budget_hours, root, data_dir)
@@ -934,9 +1044,9 @@ def refresh(budget_hours: float = BUDGET_HOURS, root: Path = HERE, data_dir: str
             log: Callable[[str], None] = print) -> tuple[Path, str]:
     """Write ``campaign.csv`` and the summary in ``README.md`` (between its campaign markers) from the stored runs
     and timings, timing the cells not timed yet first when ``measure_missing``."""
+    timings = read_timings(root)  # a forged or corrupt file is refused before the minute of collecting
     requests, _ = collect(root, data_dir)
     cell_list = cells(requests)
-    timings = json.loads((Path(root) / TIMINGS).read_text()) if (Path(root) / TIMINGS).exists() else {}
     if measure_missing:
         chosen = [c for c in cell_list if (only is None or any(o in c.name for o in only))
                   and not _data_status(data_dir, c.dataset).startswith("no")]

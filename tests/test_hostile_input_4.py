@@ -191,3 +191,178 @@ def test_http_and_relative_links_stay_links(target, href):
     from figures.html_report import inline
 
     assert inline(f"[x]({target})") == f'<a href="{href}">x</a>'
+
+
+# -- item 5: forged campaign timings are refused naming the entry ---------------------------------------------------
+
+def _timing_entry(**change) -> dict:
+    entry = {"cell": "clove-amazon:amazon:8", "algo": "ifca", "seconds_1_round": 30.0, "seconds_2_rounds": 50.0,
+             "seconds_per_round": 20.0, "setup_seconds": 10.0, "per_round_from": "test", "timed_rounds": [1, 2],
+             "round_split_seconds": {"local training": 15.0}, "setup_split_seconds": {"data": 5.0}}
+    entry.update(change)
+    return {k: v for k, v in entry.items() if v is not None}
+
+
+@pytest.mark.parametrize("change, fragment", [
+    (dict(seconds_per_round=-1e6), "'seconds_per_round' must be CPU seconds in (0, 1e+06], got -1000000.0"),
+    (dict(seconds_per_round=float("nan")), "'seconds_per_round' must be CPU seconds in (0, 1e+06], got NaN"),
+    (dict(setup_seconds=float("inf")), "'setup_seconds' must be CPU seconds in [0, 1e+07], got Infinity"),
+    (dict(seconds_per_round=1e9), "'seconds_per_round'"), (dict(seconds_per_round="20"), "'seconds_per_round'"),
+    (dict(seconds_per_round=True), "'seconds_per_round'"), (dict(setup_seconds=None), "'setup_seconds'"),
+    (dict(seconds_1_round=0.0), "'seconds_1_round'"), (dict(timed_rounds=[0, 1]), "'timed_rounds'"),
+    (dict(timed_rounds=[2, 4]), "'timed_rounds'"),
+    (dict(round_split_seconds={"local training": -5.0}), "'round_split_seconds.local training'"),
+    (dict(error=3), "'error' must be a string"),
+], ids=["negative", "nan", "inf-setup", "implausible", "string", "bool", "no-setup", "zero-run", "round-0",
+        "rounds-apart", "negative-split", "error-not-text"])
+def test_a_forged_timing_entry_is_refused_naming_it(tmp_path, change, fragment):
+    from figures import campaign
+
+    good = _timing_entry()
+    (tmp_path / campaign.TIMINGS).write_text(json.dumps({"0123456789abcdef": good,
+                                                         "fedcba9876543210": _timing_entry(**change)}))
+    with pytest.raises(ValueError) as err:
+        campaign.read_timings(tmp_path)
+    text = str(err.value)
+    assert str(tmp_path / campaign.TIMINGS) in text and "entry 'fedcba9876543210'" in text and fragment in text, text
+    (tmp_path / campaign.TIMINGS).write_text(json.dumps({"0123456789abcdef": good, "not-a-key": good}))
+    with pytest.raises(ValueError, match="entry 'not-a-key': not a timing key"):
+        campaign.read_timings(tmp_path)
+    (tmp_path / campaign.TIMINGS).write_text("{\"0123456789abcdef\": {")
+    with pytest.raises(ValueError, match="not a readable timings file"):
+        campaign.read_timings(tmp_path)
+
+
+def test_the_committed_timings_pass_and_a_failed_entry_is_a_timing():
+    from figures import campaign
+
+    assert campaign.read_timings(campaign.HERE)
+    campaign.check_timings({"0123456789abcdef": {"cell": "c", "algo": "a", "error": "MemoryError: too big",
+                                                 "per_round_from": "failed"}})
+
+
+@pytest.mark.parametrize("command", ["plan", "run"])
+def test_paper_repro_refuses_forged_timings_before_any_work(tmp_path, monkeypatch, command, capsys):
+    pytest.importorskip("torch")
+    import paper_repro
+    from figures import campaign
+
+    forged = tmp_path / "campaign_timings.json"
+    forged.write_text(json.dumps({"0123456789abcdef": _timing_entry(seconds_per_round=-1e6)}))
+    monkeypatch.setattr(campaign, "TIMINGS", str(forged))  # an absolute name: Path(root) / TIMINGS is the file
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started")
+
+    monkeypatch.setattr(campaign, "collect", no_work)
+    monkeypatch.setattr(campaign, "write_manifest", no_work)
+    code = paper_repro.main(["--campaign", command])
+    _one_line(code, capsys.readouterr().err, str(forged), "'seconds_per_round'", "-1000000.0")
+
+
+# -- item 7: --cells matching no cell is refused before any work ------------------------------------------------------
+
+@pytest.mark.parametrize("cells", ["X", "clove-amazon,nope", ","])
+def test_campaign_cells_matching_nothing_exit_2_before_any_work(monkeypatch, cells, capsys):
+    pytest.importorskip("torch")
+    import paper_repro
+    from figures import campaign
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started")
+
+    for name in ("collect", "write_manifest", "measure", "run_campaign", "refresh"):
+        monkeypatch.setattr(campaign, name, no_work)
+    for command in ("plan", "run"):
+        code = paper_repro.main(["--campaign", command, "--cells", cells])
+        err = capsys.readouterr().err
+        _one_line(code, err, "--cells")
+        if cells != ",":
+            bad = "X" if cells == "X" else "nope"
+            assert f"'{bad}' is part of no campaign cell's name" in err and "clove-amazon:amazon:8" in err, err
+
+
+def test_run_campaign_refuses_a_name_of_no_collected_cell(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    from figures import campaign
+
+    monkeypatch.setattr(campaign, "collect", lambda root, data_dir: ([campaign.RunRequest(
+        "t", "clove-amazon", 0, 0, {"dataset": "amazon", "clients": 8, "algo": "ifca"}, 0, "x")], {}))
+    monkeypatch.setattr(campaign, "measure", lambda *a, **k: pytest.fail("timing started"))
+    with pytest.raises(ValueError, match=r"only \(--cells\): 'nope' is part of no campaign cell's name; the cells "
+                                         r"are clove-amazon:amazon:8"):
+        campaign.run_campaign(root=tmp_path, only=["amazon", "nope"])
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--cells", "nope"], "'nope' is part of no campaign cell's name"),
+    (["--cells", ","], "--cells needs at least one part"),
+    (["--minutes", "nan"], "--minutes must be"), (["--minutes", "x"], "--minutes"),
+    (["--device", "tpu"], "invalid choice"), (["--out", ""], "--out must name a folder"),
+    (["--data-dir", "/nonexistent-cflab"], "--data-dir '/nonexistent-cflab' is not a folder"),
+    (["--out", "FILE/sub", "--smoke"], "is a regular file, not a directory"),
+    (["--smoke", "--smoke"], "--smoke given twice"),
+])
+def test_gpu_run_argument_errors_are_one_line(tmp_path, argv, fragment):
+    (tmp_path / "FILE").write_text("x")
+    base = {"--out": str(tmp_path / "out"), "--data-dir": str(tmp_path)}
+    argv = [str(tmp_path / "FILE" / "sub") if a == "FILE/sub" else a for a in argv]
+    full = [*argv] + [x for k, v in base.items() if k not in argv for x in (k, v)]
+    proc = _script([str(ROOT / "bench" / "gpu_run.py"), *full, "--skip-tests"], timeout=180)
+    _one_line(proc.returncode, proc.stderr, fragment)
+    assert not (tmp_path / "out").exists()
+
+
+def test_gpu_run_without_a_gpu_is_one_line(tmp_path):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is here")
+    proc = _script([str(ROOT / "bench" / "gpu_run.py"), "--out", str(tmp_path / "out"), "--data-dir", str(tmp_path)])
+    _one_line(proc.returncode, proc.stderr, "--device cuda: torch sees no CUDA GPU", "--smoke")
+    assert not (tmp_path / "out").exists()
+
+
+# -- item 13: a cell whose runs are stored is not timed again ---------------------------------------------------------
+
+@pytest.fixture
+def fake_data(tmp_path):
+    """A data directory whose MNIST folder exists (its files are never read by the collection)."""
+    (tmp_path / "data" / "mnist").mkdir(parents=True)
+    (tmp_path / "data" / "mnist" / "placeholder").write_text("x")
+    return str(tmp_path / "data")
+
+
+def test_stored_runs_are_not_timed_again_whatever_rule_their_timing_followed(tmp_path, fake_data, monkeypatch):
+    pytest.importorskip("torch")
+    from figures import campaign
+
+    root = tmp_path / "store"
+    requests, _ = campaign.collect(root, fake_data, names=["clove-table5"])
+    cell = next(c for c in campaign.cells(requests) if "unsup-mnist" in c.name)
+    # every point timed by an older rule (no timed_rounds for FedALA's rule, here: rounds [5, 6] for all)
+    stale = {campaign._timing_key(r): {"seconds_per_round": 36.0, "setup_seconds": 0.0, "per_round_from": "old",
+                                       "timed_rounds": [5, 6]} for r in cell.requests}
+    root.mkdir()
+    (root / campaign.TIMINGS).write_text(json.dumps(stale))
+    timed = []
+    monkeypatch.setattr(campaign, "_time_point", lambda point, seed, rounds, data_dir: timed.append(point["algo"])
+                        or (1.0, {"data": 0.0, "round_ends": {}}))
+
+    def store(r, cpu=60.0):
+        r.path(root).parent.mkdir(parents=True, exist_ok=True)
+        r.path(root).write_text(json.dumps({"campaign": 1, "folder": r.folder, "seed": r.seed, "point": r.point,
+                                            "cpu_seconds": cpu, "device": "cpu: test", "result": {"ari": 1.0}}))
+
+    # seed 0 of IFCA and CLoVE stored: those points are priced by their runs, the other two are timed again
+    for r in cell.requests:
+        if r.trial == 0 and r.point["algo"] in ("ifca", "clove"):
+            store(r)
+    campaign.measure([cell], root, fake_data, log=lambda _: None)
+    assert sorted(set(timed)) == ["global", "local"]
+    # every run stored (the GPU's runs too): nothing is timed
+    timed.clear()
+    (root / campaign.TIMINGS).write_text(json.dumps(stale))
+    for r in cell.requests:
+        store(r)
+    campaign.measure([cell], root, fake_data, log=lambda _: None)
+    assert timed == []
