@@ -366,3 +366,24 @@ def test_stored_runs_are_not_timed_again_whatever_rule_their_timing_followed(tmp
         store(r)
     campaign.measure([cell], root, fake_data, log=lambda _: None)
     assert timed == []
+
+
+# -- item 13: a divergence names the algorithm that diverged -----------------------------------------------------------
+
+def test_a_diverged_global_model_is_not_called_ifca(capsys):
+    pytest.importorskip("torch")
+    from nets.cli import main as nets_main
+    from synth.cli import main as synth_main
+
+    code = nets_main(["run", "--dataset", "digits-rotated", "--algo", "global", "--clients", "4", "--n-per-client",
+                      "10", "--n-test", "5", "--rounds", "2", "--local-steps", "2", "--step-size", "1e30",
+                      "--device", "cpu"])
+    _one_line(code, capsys.readouterr().err, "all 1 global-model (FedAvg) runs diverged", "--step-size")
+    code = synth_main(["run", "--algo", "global", "--K", "2", "--clients-per-cluster", "3", "--n", "20", "--d", "3",
+                       "--rounds", "3", "--step-size", "1e30"])
+    err = capsys.readouterr().err
+    _one_line(code, err, "all 1 global-model (FedAvg) runs diverged")
+    assert "IFCA" not in err
+    code = synth_main(["run", "--algo", "ifca", "--n-init", "3", "--K", "2", "--clients-per-cluster", "3", "--n", "20",
+                       "--d", "3", "--rounds", "3", "--step-size", "1e30"])
+    _one_line(code, capsys.readouterr().err, "all 3 IFCA runs diverged")

@@ -49,6 +49,7 @@ class LocalModels(Estimator):
 class GlobalModel(IFCA):
     """Global baseline (FedAvg, McMahan et al.): one model for all clients = IFCA with k = 1."""
 
+    _runs_of = "global-model (FedAvg)"
     _parameter_constraints = shared("n_rounds", "step_size", "averaging", "local_steps", "participation", "init",
                                     "random_state", "monitor", "monitor_every")
 

@@ -133,6 +133,7 @@ class IFCA(Estimator):
         run did) and ``run_status`` (converged / diverged / solved / settled / decided / max_rounds).
     """
 
+    _runs_of = "IFCA"  # how a divergence message names the runs (a subclass says what it is)
     _parameter_constraints = {
         **shared("n_clusters", "n_rounds", "step_size", "averaging", "local_steps", "participation", "init",
                  "n_init", "random_state", "monitor", "monitor_every"),
@@ -236,7 +237,7 @@ class IFCA(Estimator):
                 extra) -> None:
         """Select the run of lowest total loss (IFCA Sec. VI-A restarts) and set the fitted attributes."""
         if diverged.all():
-            raise DivergenceError(f"all {R} IFCA runs diverged (non-finite loss); lower step_size")
+            raise DivergenceError(f"all {R} {self._runs_of} runs diverged (non-finite loss); lower step_size")
         with np.errstate(over="ignore", invalid="ignore"):
             final_L = backend.losses(models)
         present, final_L = answered(backend, None, final_L)  # clients lost in this pass stay unlabelled (-1)
