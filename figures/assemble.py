@@ -17,6 +17,7 @@ from synth.store import write_text_atomic
 
 from .headline import data_kind, headline_markdown, system_rows, tally
 from .status import Status, read_status, section_path
+from .verdicts import head
 
 __all__ = ["MEDIUM_RECORD", "Report", "assemble", "read_all", "stored_rows", "where_real_data"]
 
@@ -77,12 +78,25 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+# the stored rows' order: what differs first, then what the seeds cannot settle, agreement, then rows without a test
+_FIRST = ("differs", "not resolved", "agrees", "shown", "stale", "paper value suspect")
+
+
 def _stored_table(stored: list[dict]) -> str:
     if not stored:
         return ""
-    lines = ["### Stored paper-scale rows", "", "| item | paper | reproduced | verdict |", "|---|---|---|---|"]
-    lines += [f"| {_cell(r['item'])} | {_cell(r['paper'])} | {_cell(r['reproduced'])} | {_cell(r['verdict'])} |"
-              for r in stored]
+
+    def rank(r: dict) -> int:
+        h = head(r["verdict"])
+        return _FIRST.index(h) if h in _FIRST else len(_FIRST)
+
+    lines = ["### Stored paper-scale rows", "", "Differences first; *protocol*: *same* = the paper's setting in every "
+             "setting it states, *deviates* = declared deviations (the cell's ledger, "
+             "`figures/published/protocols/`).", "",
+             "| item | paper | reproduced | verdict | protocol |", "|---|---|---|---|---|"]
+    lines += [f"| {_cell(r['item'])} | {_cell(r['paper'])} | {_cell(r['reproduced'])} | {_cell(r['verdict'])}"
+              f"{'' if r.get('counted', 'True') == 'True' else ' (second protocol, not counted)'} | "
+              f"{_cell(r.get('protocol') or '—')} |" for r in sorted(stored, key=rank)]
     return "\n".join(lines) + "\n"
 
 

@@ -41,7 +41,7 @@ from pathlib import Path
 from synth.store import write_json_atomic, write_text_atomic
 
 from .campaign_store import RunRequest, load_run, run_point, stored_records
-from .published import Published, tables
+from .published import PAPER_SEEDS, Published, tables
 from .registry import Context
 
 __all__ = ["BUDGET_HOURS", "Cell", "HERE", "RunRequest", "cell_of", "cells", "check_cells", "check_timings", "collect",
@@ -57,8 +57,6 @@ BUDGET_HOURS = 40.0
 TARGETS = ("ifca-table1", "ifca-table2", "srfca-table1", "srfca-table2", "srfca-table3", "srfca-table4",
            "clove-table1", "clove-table2", "clove-table3", "clove-table4", "clove-table5", "clove-table7",
            "clove-table8", "clove-table9", "clove-table10", "clove-table11", "clove-table12")
-# the number of seeds each paper averages over (IFCA Sec. VI, SR-FCA Sec. 5: 5; CLoVE Sec. 5.1: 3)
-PAPER_SEEDS = {"IFCA": 5, "SR-FCA": 5, "CLoVE": 3}
 
 
 # -- collecting the runs of the targets ----------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from synth.montecarlo import trial_seed
 from synth.spec import callable_name
 from synth.store import StoreError
 
-__all__ = ["RunRequest", "load_run", "run_point", "stored_records"]
+__all__ = ["RunRequest", "load_run", "run_point", "stale_run", "stored_records"]
 
 # keys of a point that do not change what a run computes (where it runs, where its files are)
 _PLACE_KEYS = ("checkpoint_dir", "data_dir", "device")
@@ -73,19 +73,64 @@ def load_run(path: Path, request: RunRequest | None = None) -> dict | None:
     return data
 
 
+def stale_run(req: RunRequest, root: Path, changed_keys: list[str] | tuple[str, ...]) -> Path | None:
+    """A stored run of ``req`` made under a protocol since corrected: same folder and seed, and a point equal to the
+    request's once the ``changed_keys`` (the protocol's corrected settings, :class:`figures.protocol.Stale`) are
+    left out of both; None when there is none."""
+    if not changed_keys:
+        return None
+    want = {k: v for k, v in run_point(req.point).items() if k not in changed_keys}
+    for path, data in _folder_runs(Path(root) / req.folder):
+        if data.get("seed") == req.seed and {k: v for k, v in run_point(data.get("point") or {}).items()
+                                             if k not in changed_keys} == want:
+            return path
+    return None
+
+
+def _folder_runs(folder: Path) -> list[tuple[Path, dict]]:
+    """Every readable campaign run of ``folder`` (cached by the folder's listing and modification times)."""
+    paths = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    key = (str(folder), tuple((p.name, p.stat().st_mtime_ns) for p in paths))
+    if _FOLDER_CACHE.get("key") != key:
+        runs = []
+        for path in paths:
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                continue
+            if isinstance(data, dict) and isinstance(data.get("point"), dict):
+                runs.append((path, data))
+        _FOLDER_CACHE.update(key=key, runs=runs)
+    return _FOLDER_CACHE["runs"]
+
+
+_FOLDER_CACHE: dict[str, Any] = {}
+
+
 def stored_records(ctx, folder: str, spec, trial_fn: Callable) -> list[dict[str, Any]]:
     """The records of ``spec``'s trials read from the campaign store under ``ctx.stored`` (see
     :func:`figures.runs.run_points`): a stored run is an ``ok`` record, any other a ``missing`` one; every request
-    is appended to ``ctx.requests`` when that is a list."""
+    is appended to ``ctx.requests`` when that is a list.  Where the folder's protocol ledger marks stored runs
+    stale (:mod:`figures.protocol`), a missing run is read from its stale run, and the record says ``stale``."""
+    from .protocol import ledger_for
+
     out = []
     name = callable_name(trial_fn)
+    ledger = ledger_for(folder)
+    changed = list(ledger.stale.changed_keys) if ledger is not None and ledger.stale is not None else []
     for p, point in enumerate(spec.points):
         for t in range(spec.trials):
             req = RunRequest(ctx.target or folder, folder, p, t, point, trial_seed(spec.seed, p, t), name)
             if ctx.requests is not None:
                 ctx.requests.append(req)
             data = load_run(req.path(ctx.stored), req)
-            if data is None:
+            old = None if data is not None else stale_run(req, ctx.stored, changed)
+            if old is not None:
+                data = load_run(old)
+                out.append({"point": p, "trial": t, "seed": req.seed, "params": point, "status": "ok",
+                            "result": data["result"], "seconds": data.get("wall_seconds"),
+                            "stale": ledger.stale.reason})
+            elif data is None:
                 out.append({"point": p, "trial": t, "seed": req.seed, "params": point, "status": "missing",
                             "reason": "not run yet (paper-scale campaign)", "result": None})
             else:

@@ -1,15 +1,12 @@
 """Paper-versus-toolkit rows: the published number, the reproduced one, their difference and a verdict.
 
-Verdicts (the same words in every report section):
+Verdicts: one vocabulary, defined in :mod:`figures.verdicts` (agrees / differs / not resolved / shown / stale /
+paper value suspect), used for the published numbers at the paper's setting (equivalence and difference tests over
+seeds, Holm over each table), the orderings of methods, the papers' qualitative claims and the trends of success
+probabilities (:func:`trend_verdict`).  Rows that are no comparison say so:
 
-* ``within ±`` / ``outside ±`` -- a comparable run (the paper's own data set and setting): is the reproduced
-  mean within the paper's reported ``±`` of the published value?  Used for nothing else.
-* ``equal`` / ``differs`` -- comparable, but the paper gives no ``±``: equal at the paper's precision?
 * ``not comparable (...)`` -- the reproduced number comes from a different setting (a ``--quick`` run on
   the 8x8 digits instead of MNIST, fewer rounds); the difference is shown but means nothing by itself.
-* ``agrees`` / ``disagrees`` / ``inconclusive`` -- an ordering of two methods or a qualitative statement of the
-  paper, tested over seeds by one rule (at least 3 seeds, t-tests with Holm; :mod:`figures.verdicts`); a success
-  probability's trend ("increases with R") by one-sided Fisher tests on the trial counts (:func:`trend_verdict`).
 * ``finding (...)`` -- what the toolkit observed where the paper states nothing to test (no verdict).
 * ``not run (...)`` -- the algorithm is not in the toolkit, or the data are not available.
 * theory rows use the verdicts of :mod:`theory` (holds, violated, vacuous, assumptions not met).
@@ -45,8 +42,13 @@ class Row:
     compared: str = ""  # keys of the published numbers an ordering row compares (';'-separated), for the headline
     # (mean, std, n) of the reproduced number at the paper's scale (x scale), for tests against the paper's ±
     stats: tuple | None = None
-    # a paper-scale row's Welch test against the paper's mean +- std (figures.measured.campaign_rows)
-    welch: str = ""
+    # a reproduced number at the paper's setting: the published number it is tested against (value, pm, decimals,
+    # paper's seeds, what its ± is; figures.verdicts.PaperNumber), for the tests with Holm over its table
+    paper_number: tuple | None = None
+    # the protocol class of a paper-scale row (figures.protocol: "same", "deviates", ""), and whether the headline
+    # counts it (False for a published value's second protocol, shown beside the counted row)
+    protocol: str = ""
+    counted: bool = True
 
 
 def fmt(value: float | None, pm: float | None = None, decimals: int = 2) -> str:
@@ -79,13 +81,14 @@ def numeric_row(item: str, pub: Published | None, mean: float | None, std: float
         return Row(item, "n/a (not in the paper)", rep, "n/a", "no published value", "", note)
     diff = m - pub.value
     if comparable is not None:
-        verdict = f"not comparable ({comparable})"
-    elif pub.pm is None:
-        verdict = "equal" if round(m, pub.decimals) == round(pub.value, pub.decimals) else "differs"
-    else:
-        verdict = "within ±" if abs(diff) <= pub.pm + 0.5 * 10 ** (-pub.decimals) else "outside ±"
+        return Row(item, fmt(pub.value, pub.pm, decimals), rep, f"{diff:+.{decimals}f}",
+                   f"not comparable ({comparable})", pub.source(), note, stats=(m, s, n))
+    from .verdicts import PaperNumber, number_test, number_verdict
+
+    paper = PaperNumber(*pub.paper_number())
+    verdict = number_verdict(number_test(m, s, n, paper), paper)
     return Row(item, fmt(pub.value, pub.pm, decimals), rep, f"{diff:+.{decimals}f}", verdict, pub.source(), note,
-               stats=(m, s, n))
+               stats=(m, s, n), paper_number=pub.paper_number())
 
 
 def not_run_row(item: str, pub: Published | None, reason: str) -> Row:
@@ -117,7 +120,11 @@ def markdown_table(rows: list[Row], source: bool = False) -> str:
 
 
 def write_rows(rows: list[Row], path: Path) -> str:
-    """Write the comparison rows as CSV (every field, source and note included); returns the file name."""
+    """Write the comparison rows as CSV (every field, source and note included; the numbers of one table judged
+    together, :func:`figures.verdicts.judge_numbers`); returns the file name."""
+    from .verdicts import judge_numbers
+
+    rows = judge_numbers(rows)
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(asdict(rows[0]) if rows else Row("", "", "", "", "").__dict__),
                        lineterminator="\n")
@@ -159,6 +166,9 @@ def build_section(title: str, intro: str, folder: str, figures: list[tuple[str, 
     for png, caption in figures:
         parts += [f"![{caption}]({folder}/{png})", "", f"*{caption}* ([PDF]({folder}/{png[:-4]}.pdf))", ""]
     if rows:
+        from .verdicts import judge_numbers
+
+        rows = judge_numbers(rows)  # the numbers of one table are tested together (Holm)
         parts += ["**Paper vs toolkit**", "", markdown_table(rows), ""]
     if extra:
         parts += [extra.strip(), ""]
@@ -174,7 +184,7 @@ def trend_verdict(k_low: int, n_low: int, k_high: int, n_high: int, alpha: float
     """Did the success probability rise from the low end of an axis to its high end?
 
     One-sided Fisher exact tests on the two 2x2 counts: ``agrees`` when a rise is significant at
-    ``alpha``, ``disagrees`` when a fall is, else ``inconclusive`` (with the flat level when both ends
+    ``alpha``, ``differs`` when a fall is, else ``not resolved`` (with the flat level when both ends
     are all-success or all-failure).  Returns ``(verdict, p-value of the rise)``.
     """
     from scipy.stats import fisher_exact
@@ -185,9 +195,9 @@ def trend_verdict(k_low: int, n_low: int, k_high: int, n_high: int, alpha: float
     if p_up < alpha:
         return "agrees", p_up
     if p_down < alpha:
-        return "disagrees", p_up
+        return "differs (a significant fall)", p_up
     if k_low == n_low and k_high == n_high:
-        return "inconclusive (flat at 1: no room to rise)", p_up
+        return "not resolved (flat at 1: no room to rise)", p_up
     if k_low == 0 and k_high == 0:
-        return "inconclusive (flat at 0)", p_up
-    return "inconclusive (no significant rise)", p_up
+        return "not resolved (flat at 0)", p_up
+    return "not resolved (no significant rise)", p_up

@@ -18,6 +18,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from .verdicts import AGREES, DIFFERS, NOT_RESOLVED, SHOWN, STALE, SUSPECT, head
+
 __all__ = ["CAPTIONS", "COMPARISON_SYSTEMS", "DATA_KINDS", "TABLES", "Tally", "classify", "data_kind",
            "headline_markdown", "paper_of", "row_record", "system_rows", "tally"]
 
@@ -48,37 +50,45 @@ def data_kind(target_kind: str, size: str) -> str:
 
 
 def row_record(row) -> dict:
-    """What the headline keeps of a :class:`figures.compare.Row` (stored in the target's status file)."""
+    """What the headline keeps of a :class:`figures.compare.Row` (stored in the target's status file): its words,
+    and whether it is a published number tested at the paper's setting (``number``), its protocol class
+    (:mod:`figures.protocol`) and whether it is the counted row of its published value."""
     return {"item": row.item, "verdict": row.verdict, "compared": getattr(row, "compared", ""),
-            "welch": getattr(row, "welch", ""), "source": getattr(row, "source", "") or ""}
+            "source": getattr(row, "source", "") or "",
+            "number": getattr(row, "paper_number", None) is not None or head(row.verdict) in (STALE, SUSPECT),
+            "protocol": getattr(row, "protocol", "") or "", "counted": bool(getattr(row, "counted", True))}
 
 
 def _head(verdict: str) -> str:
-    return verdict.split(" (")[0].strip()
+    return head(verdict)
 
 
 def classify(record: dict) -> str:
-    """The class of a row record: ``ordering``, ``within``, ``outside``, ``equal``, ``differs``, ``claim``,
-    ``shown`` (not comparable), ``finding``, ``theory``, ``not run`` or ``other`` (n/a, no published value, not
-    matched)."""
+    """The class of a row record: ``number`` (a published number tested at the paper's setting, or shown, stale,
+    suspect there), ``ordering``, ``claim``, ``shown`` (not comparable: a reduced or stand-in run), ``finding``,
+    ``theory``, ``not run`` or ``other`` (n/a, no published value, not matched)."""
     v = record["verdict"]
-    head = _head(v)
-    if record.get("compared") and head in ("agrees", "disagrees", "inconclusive"):
+    h = _head(v)
+    if record.get("number"):
+        return "number"
+    if record.get("compared") and h in _TESTED:
         return "ordering"
-    return {"within ±": "within", "outside ±": "outside", "equal": "equal", "differs": "differs",
-            "agrees": "claim", "disagrees": "claim", "inconclusive": "claim", "not comparable": "shown",
-            "finding": "finding", "not run": "not run"}.get(head, "theory" if head in THEORY else "other")
+    if h in _TESTED:
+        return "claim"
+    return {"not comparable": "shown", "finding": "finding", "not run": "not run"}.get(
+        h, "theory" if h in THEORY else "other")
+
+
+_TESTED = (AGREES, DIFFERS, NOT_RESOLVED, SHOWN)
 
 
 @dataclass
 class Tally:
-    """Counts of one (paper, data kind) cell of the headline."""
+    """Counts of one (paper, data kind) cell of the headline.  ``numbers`` keeps one verdict per published value
+    (its counted row): ``(protocol class, verdict head)``."""
 
+    numbers: dict = field(default_factory=dict)
     compared: set = field(default_factory=set)
-    within: int = 0
-    outside: int = 0
-    equal: int = 0
-    differs: int = 0
     order: Counter = field(default_factory=Counter)
     claims: Counter = field(default_factory=Counter)
     shown: int = 0
@@ -86,14 +96,23 @@ class Tally:
     theory: Counter = field(default_factory=Counter)
     not_run: Counter = field(default_factory=Counter)
     other: int = 0
-    welch: Counter = field(default_factory=Counter)  # paper-scale numbers: consistent / differs
+
+    def at(self, protocol: str) -> Counter:
+        """Verdict heads of the published values whose rows are at the paper's setting (``"same"``) or near it
+        (declared deviations, or no ledger: any other class)."""
+        want = protocol == "same"
+        return Counter(h for p, h in self.numbers.values() if (p == "same") == want and h in _TESTED[:3])
+
+    def count(self, word: str) -> int:
+        return sum(1 for _, h in self.numbers.values() if h == word)
 
 
 def tally(entries: list[tuple[str, str, str, list[dict]]]) -> dict[tuple[str, str], Tally]:
     """``entries``: (target name, paper, data kind, row records); returns a :class:`Tally` per (paper, kind).
 
-    A number held to the paper's ``±`` (or compared at its precision) counts as such only for real data and stored
-    paper-scale runs; for stand-in and synthetic rows it counts as shown only (their tables have no such column).
+    A published number counts once, by its counted row (a value scored under a second protocol is shown beside it,
+    not counted again), and only for real data and stored paper-scale runs; stand-in and synthetic numbers count
+    as shown only (their tables have no such column).
     """
     out: dict[tuple[str, str], Tally] = {}
     for name, paper, kind, rows in entries:
@@ -103,18 +122,16 @@ def tally(entries: list[tuple[str, str, str, list[dict]]]) -> dict[tuple[str, st
             c, v = classify(r), r["verdict"]
             if c == "ordering":
                 t.order[_head(v)] += 1
-                if not v.startswith("inconclusive (fewer than"):
+                if _head(v) != SHOWN:
                     t.compared.update(f"{name}:{k}" for k in r["compared"].split(";"))
-            elif c in ("within", "outside", "equal", "differs"):
-                if paper_data:
-                    setattr(t, c, getattr(t, c) + 1)
-                    # one published value scored under two protocols (IFCA's own test, a second initialisation)
-                    # is one number compared
-                    t.compared.add(r.get("source") or f"{name}:{r['item']}")
-                    if r.get("welch"):
-                        t.welch[_head(r["welch"])] += 1
-                else:
+            elif c == "number":
+                if not paper_data:
                     t.shown += 1
+                elif r.get("counted", True):
+                    key = r.get("source") or f"{name}:{r['item']}"
+                    t.numbers.setdefault(key, (r.get("protocol", ""), _head(v)))
+                    if _head(v) in _TESTED[:3]:
+                        t.compared.add(key)
             elif c == "claim":
                 t.claims[_head(v)] += 1
             elif c == "shown":
@@ -170,43 +187,48 @@ def _why(t: Tally) -> str:
     return "; ".join(f"{n}: {reason}" for reason, n in t.not_run.most_common()) or "—"
 
 
-_AGREE = ("agrees", "disagrees", "inconclusive")
+_AGREE = (AGREES, DIFFERS, NOT_RESOLVED)
 
 # table -> (data kinds, heading, [(column, definition, cell(t))])
 TABLES = {
     "paper data": (("real data", "stored paper-scale runs"), "Real data and stored paper-scale runs", [
-        ("published numbers compared", "distinct published values held to the paper's ± (within / outside ±), "
-         "compared at the paper's precision where it gives no ± (equal / differs), or entering an ordering row with "
-         "at least 3 seeds of both methods (whatever that row's verdict); a value scored under two protocols (say "
-         "IFCA's own test beside each client's) is one number here and a row in each verdict column",
-         lambda t: str(len(t.compared))),
-        ("within ±", "a reproduced mean, on the paper's data and setting, within the paper's ± of its value",
-         lambda t: str(t.within)),
-        ("outside ±", "the same, outside the paper's ±", lambda t: str(t.outside)),
-        ("equal / differs", "a reproduced mean on the paper's data and setting where the paper gives no ±: equal or "
-         "not at the paper's printed precision", lambda t: f"{t.equal} / {t.differs}"),
-        ("Welch consistent / differs", "stored paper-scale numbers with at least 3 seeds on both sides: Welch's test "
-         "of the reproduced mean against the paper's (its ± read as a standard deviation over its seeds), Holm over "
-         "the numbers of one table, consistent at p >= 0.05", lambda t: f"{t.welch['consistent']} / "
-         f"{t.welch['differs']}"),
-        ("orderings agree / disagree / inconclusive", "pairs of methods of one cell: the paper's order (or tie) "
-         "against Welch's t-test over seeds, Holm over the cell's pairs; fewer than 3 seeds or overlapping intervals "
-         "under a paper order: inconclusive", lambda t: _abc(t.order, _AGREE)),
-        ("claims agree / disagree / inconclusive", "the papers' qualitative statements, by the same rule as the "
-         "orderings (at least 3 seeds, t-tests, Holm over the claim's tests)", lambda t: _abc(t.claims, _AGREE)),
+        ("published numbers tested", "distinct published values tested against reproduced runs with at least 3 "
+         "seeds (a value scored under two protocols, say IFCA's test beside each client's own, is one number, "
+         "counted by its row at the paper's protocol), or entering an ordering row with at least 3 seeds of both "
+         "methods", lambda t: str(len(t.compared))),
+        ("at the paper's setting: agree / differ / not resolved", "published numbers whose runs follow the paper's "
+         "protocol in every setting the paper states (the cell's ledger, `figures/published/protocols/`), with at "
+         "least 3 seeds: agree = shown equivalent (TOST within the paper's ± and its rounding, Holm over the "
+         "table), differ = a significant difference outside that margin (Welch, Holm), not resolved = neither",
+         lambda t: _abc(t.at("same"), _AGREE)),
+        ("near the paper: agree / differ / not resolved", "the same tests for published numbers whose runs "
+         "deviate from the paper in a declared setting (or whose cell has no ledger)",
+         lambda t: _abc(t.at("deviates"), _AGREE)),
+        ("shown (n < 3) / stale / suspect", "published numbers with fewer than 3 seeds stored (values shown, no "
+         "verdict); with stored runs of a protocol since corrected (shown until rerun); and published values that "
+         "look like misprints (reason on the row): none of these is counted as agreeing or differing",
+         lambda t: f"{t.count(SHOWN)} / {t.count(STALE)} / {t.count(SUSPECT)}"),
+        ("orderings agree / differ / not resolved", "pairs of methods of one cell with at least 3 seeds each: the "
+         "paper's order made significantly by the seeds (Welch, Holm over the cell's pairs), or a paper tie shown "
+         "equivalent within the tie's width (TOST); differ: the opposite order, or a tie the seeds order",
+         lambda t: _abc(t.order, _AGREE)),
+        ("claims agree / differ / not resolved", "the papers' qualitative statements, by the same rule as the "
+         "orderings (at least 3 seeds, t-tests or TOST, Holm over the claim's tests)",
+         lambda t: _abc(t.claims, _AGREE)),
         ("shown only (reduced setting)", "reproduced numbers of a run reduced from the paper's setting (fewer "
-         "clients, samples, rounds, seeds): shown beside the paper's, never held to its ±", lambda t: str(t.shown)),
+         "clients, samples, rounds, seeds): shown beside the paper's, never tested against it",
+         lambda t: str(t.shown)),
         ("not run, and why", "published numbers the run could not reproduce, grouped by reason", _why)]),
     "stand-in": (("stand-in (8x8 digits)",), "Stand-in runs (8x8 digits in place of MNIST)", [
-        ("orderings agree / disagree / inconclusive", "as for real data, on the stand-in's seeds (quick runs have 2 "
-         "seeds: inconclusive)", lambda t: _abc(t.order, _AGREE)),
-        ("claims agree / disagree / inconclusive", "the papers' qualitative statements tested on the stand-in by the "
+        ("orderings agree / differ / not resolved", "as for real data, on the stand-in's seeds (quick runs have 2 "
+         "seeds: shown, no verdict)", lambda t: _abc(t.order, _AGREE)),
+        ("claims agree / differ / not resolved", "the papers' qualitative statements tested on the stand-in by the "
          "orderings' rule", lambda t: _abc(t.claims, _AGREE)),
         ("stand-in numbers (shown, never compared)", "reproduced numbers on the digits: a different data set, so "
-         "never held to the paper's ±", lambda t: str(t.shown)),
+         "never tested against the paper's", lambda t: str(t.shown)),
         ("not run, and why", "published numbers the stand-in run could not reproduce, grouped by reason", _why)]),
     "synthetic": (("synthetic / theory",), "Synthetic experiments and theory", [
-        ("claims agree / disagree / inconclusive", "the papers' statements about their synthetic experiments, over "
+        ("claims agree / differ / not resolved", "the papers' statements about their synthetic experiments, over "
          "trials by the orderings' rule (success probabilities: one-sided Fisher tests on the trial counts)",
          lambda t: _abc(t.claims, _AGREE)),
         ("bounds hold / violated / vacuous / assumptions not met", "each lemma or theorem at each swept value: "
@@ -214,6 +236,32 @@ TABLES = {
         ("findings", "what the toolkit observed where no paper makes a claim (no verdict)", lambda t: str(t.findings)),
         ("not run, and why", "checks that could not run, grouped by reason", _why)]),
 }
+
+
+def verdict_sentences(tallies: dict[tuple[str, str], Tally]) -> list[str]:
+    """One sentence per paper: its published numbers tested on real data or stored paper-scale runs, at the paper's
+    setting and near it (declared deviations), and those shown without a verdict (each value once)."""
+    out = []
+    for paper in PAPERS[:3]:
+        ts = [tallies[(paper, k)] for k in ("real data", "stored paper-scale runs") if (paper, k) in tallies]
+        if not ts:
+            continue
+        numbers: dict = {}
+        for t in ts:
+            for src, v in t.numbers.items():
+                numbers.setdefault(src, v)
+        merged = Tally(numbers=numbers)
+        same, near = merged.at("same"), merged.at("deviates")
+        if not numbers:
+            continue
+        text = (f"**{paper}** at the paper's setting: {same[AGREES]} agree, {same[DIFFERS]} differ, "
+                f"{same[NOT_RESOLVED]} not resolved; near the paper (declared deviations): {near[AGREES]} agree, "
+                f"{near[DIFFERS]} differ, {near[NOT_RESOLVED]} not resolved")
+        rest = [(merged.count(SHOWN), "shown with fewer than 3 seeds"), (merged.count(STALE), "stale"),
+                (merged.count(SUSPECT), "paper value suspect")]
+        rest_text = ", ".join(f"{n} {w}" for n, w in rest if n)
+        out.append(text + (f"; {rest_text}" if rest_text else "") + " (published numbers, each counted once).")
+    return out
 
 
 def captions() -> dict[str, str]:
@@ -231,6 +279,9 @@ def headline_markdown(tallies: dict[tuple[str, str], Tally], pending: list[tuple
     of data with its caption, the targets not run, the unreadable status files and the rows of each comparison
     system."""
     lines = [f"## Headline ({size})", ""]
+    sentences = verdict_sentences(tallies)
+    if sentences:
+        lines += [f"- {s}" for s in sentences] + [""]
     if where:
         lines += [where, ""]
     for key, (kinds, heading, cols) in TABLES.items():

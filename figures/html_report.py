@@ -36,8 +36,7 @@ ul.caption{font-size:12.5px;color:#444;margin-top:2px}ul.toc{columns:4;font-size
 .scroll{max-height:480px;overflow:auto;border:1px solid #e4e4e4}
 """
 
-_CLASS = {"within": "v-good", "equal": "v-good", "outside": "v-bad", "differs": "v-bad", "not run": "v-none",
-          "shown": "v-none", "finding": "v-open", "other": "v-none"}
+_CLASS = {"not run": "v-none", "shown": "v-none", "finding": "v-open", "other": "v-none"}
 
 
 def inline(text: str) -> str:
@@ -82,10 +81,12 @@ def _cells(line: str) -> list[str]:
 
 
 def _verdict_class(verdict: str) -> str:
+    from .verdicts import head
+
     c = classify({"verdict": verdict, "compared": ""})
-    if c == "claim" or c == "theory":
-        head = verdict.split(" (")[0]
-        return {"agrees": "v-good", "holds": "v-good", "disagrees": "v-bad", "violated": "v-bad"}.get(head, "v-open")
+    if c in ("claim", "theory"):
+        return {"agrees": "v-good", "holds": "v-good", "differs": "v-bad", "violated": "v-bad"}.get(head(verdict),
+                                                                                                  "v-open")
     return _CLASS.get(c, "")
 
 

@@ -31,6 +31,7 @@ from .compare import Row, build_section, claim_row, numeric_row, write_rows
 from .published import claim, lookup
 from .registry import Context, Section, register
 from .runs import summarise_values
+from .verdicts import SHOWN, STALE, head
 
 __all__ = ["HERE", "RULES", "load_runs", "load_stores", "match", "measured_rows", "readme_commands", "store_rows"]
 
@@ -192,8 +193,10 @@ def measured_rows(folder: Path = HERE) -> tuple[list[Row], list[dict]]:
         where = " / ".join(x for x in (group, row, column) if x)
         note = (f"paper scale, {len(members)} seed(s) {seeds}; files: {', '.join(r['file'] for r, _ in members)}; "
                 f"command: `{members[0][0]['command']}`; protocol differences: {'; '.join(diffs) or 'none known'}")
-        rows.append(numeric_row(f"{paper} {artifact}: {where} [stored run, {rec.get('rounds')} rounds]", pub, s.mean,
-                                s.std, s["n"], float(cell.get("scale", 1.0)), None, note=note))
+        # an earlier single run beside the campaign's: shown, never the counted row of its published value
+        rows.append(replace(numeric_row(f"{paper} {artifact}: {where} [stored run, {rec.get('rounds')} rounds]", pub,
+                                        s.mean, s.std, s["n"], float(cell.get("scale", 1.0)), None, note=note),
+                            counted=False))
         table.append({"paper": paper, "artifact": artifact, "cell": where, "metric": metric, "seeds": len(members),
                       "mean": s.mean, "published": pub.value if pub else None, "published_pm": pub.pm if pub else None,
                       "verdict": rows[-1].verdict, "files": [r["file"] for r, _ in members],
@@ -291,25 +294,38 @@ def campaign_rows(folder: Path = HERE, data_dir: str | None = None) -> tuple[lis
     at its ``--full`` setting, computed from the runs stored under ``folder`` (nothing is run), keeping the rows
     that stored runs answer.
 
-    A number held to the paper's ``±`` keeps the target's verdict (*within ±* / *outside ±*); where both sides
-    have at least 3 seeds a Welch test of the two means (the paper's ``±`` read as a standard deviation over its
-    seeds: IFCA and SR-FCA 5, CLoVE 3), Holm-corrected per table, adds *consistent* or *differs* at 0.05.  Each
-    row's note gives its seeds and the cell's protocol differences (:func:`figures.campaign.protocol`).
+    Each number is tested against the paper's by :func:`figures.verdicts.judge_numbers` (equivalence within the
+    paper's ± and a difference test, Holm over the numbers of one table; fewer than 3 seeds: shown).  Each row
+    carries its cell's protocol class from the cell's ledger (:mod:`figures.protocol`: ``same`` or ``deviates``,
+    with the declared deviations in the note); rows whose runs were made under a protocol since corrected are
+    *stale*, and published values the ledger flags as likely misprints are *paper value suspect*: both shown,
+    neither counted.
     """
-    from .campaign import PAPER_SEEDS, cells, collect, minimal_seeds, protocol
-    from .verdicts import holm
+    from .campaign import cells, collect, minimal_seeds
+    from .campaign_store import stale_run
+    from .protocol import ledger_for
+    from .published import PAPER_SEEDS
+    from .verdicts import SUSPECT, judge_numbers
 
     requests, by_target = collect(folder, data_dir)
     cell_list = cells(requests)
-    stored, devices = {}, {}
+    stored, devices, stale = {}, {}, {}
     for c in cell_list:
         n_points = len(c.points())
         per_trial: dict[int, int] = {}
         on: dict[str, int] = {}
+        ledger = ledger_for(c.folder)
+        changed = list(ledger.stale.changed_keys) if ledger is not None and ledger.stale is not None else []
         for r in c.requests:
-            if r.path(folder).exists():
+            path = r.path(folder)
+            if not path.exists() and changed:
+                old = stale_run(r, folder, changed)
+                if old is not None:
+                    path = old
+                    stale.setdefault(c.name, (ledger.stale, set()))[1].add(str(r.point.get("algo")))
+            if path.exists():
                 per_trial[r.trial] = per_trial.get(r.trial, 0) + 1
-                dev = str(json.loads(r.path(folder).read_text(encoding="utf-8")).get("device", "cpu"))
+                dev = str(json.loads(path.read_text(encoding="utf-8")).get("device", "cpu"))
                 name = dev.split(": ", 1)[-1].split(" (")[0] if dev.startswith("cuda") else "CPU"
                 on[name] = on.get(name, 0) + 1
         devices[c.name] = ", ".join(f"{n} on {d}" for d, n in sorted(on.items()))
@@ -318,17 +334,20 @@ def campaign_rows(folder: Path = HERE, data_dir: str | None = None) -> tuple[lis
     rows, table, seen = [], [], set()
     for trows in by_target.values():
         for r in trows:
-            cell = by_source.get(r.source)
             if r.compared:  # an ordering of methods at the paper's scale
-                if r.verdict.startswith(("not run", "inconclusive (fewer than")) or (r.item, r.verdict) in seen:
+                cell = by_source.get(r.source.split("; ")[0])
+                if head(r.verdict) in ("not run", SHOWN) or (r.item, r.verdict) in seen or cell is None:
                     continue
                 seen.add((r.item, r.verdict))
-                rows.append(replace(r, item=f"{r.item} [paper scale]"))
+                art = r.source.split(":")[0]  # "SR-FCA Table 1": the paper and table the pair's values come from
+                methods = [k.rsplit("/", 1)[-1] for k in r.compared.split(";")]
+                rows.append(_protocol(replace(r, item=f"{art}: {r.item} [paper scale]"), cell,
+                                      _stale_for(stale.get(cell.name), cell.paper, methods)))
                 continue
+            cell = by_source.get(r.source)
             if cell is None or r.verdict.startswith("not run") or r.source in seen and r.stats is None:
                 continue
-            if r.stats is None and (not stored[cell.name] or r.verdict.startswith(("agrees", "disagrees",
-                                                                                  "inconclusive"))):
+            if r.stats is None and (not stored[cell.name] or counted_word(r.verdict)):
                 # a row without its own numbers (rounds-to, "never") needs a whole seed of the cell stored;
                 # qualitative claims are judged on the target's own runs
                 continue
@@ -336,43 +355,67 @@ def campaign_rows(folder: Path = HERE, data_dir: str | None = None) -> tuple[lis
             pub = next(p for p in cell.published if p.source() == r.source)
             n = r.stats[2] if r.stats else 0
             notes = [x for x in r.note.split("; ") if x and "not run yet" not in x]
-            diffs = protocol(cell)
+            ledger = ledger_for(cell.folder)
             minimal = minimal_seeds(cell)
+            declared = ledger.summary(cell.name) if ledger is not None else "no protocol ledger for this cell"
             note = (f"paper scale: cell `{cell.name}`, {n} seed(s) stored (minimal test {minimal}, the paper "
                     f"{PAPER_SEEDS[pub.paper]}); runs: `figures/measured/{cell.folder}/` ({devices[cell.name]}); "
                     f"command: `python paper_repro.py --campaign run` (on a GPU: `python bench/gpu_run.py`); "
-                    f"protocol differences: {'; '.join(diffs) or 'none known'}"
-                    + (f"; {'; '.join(notes)}" if notes else ""))
+                    f"protocol: {declared}" + (f"; {'; '.join(notes)}" if notes else ""))
+            row = _protocol(replace(r, item=f"{pub.paper} {pub.artifact}: {r.item} [paper scale]", note=note), cell,
+                            _stale_for(stale.get(cell.name), cell.paper, [pub.row]))
+            suspect = next((x for x in (ledger.suspects if ledger is not None else ()) if x.source == r.source),
+                           None)
+            if suspect is not None and head(row.verdict) != STALE:
+                row = replace(row, verdict=f"{SUSPECT} ({suspect.reason})", paper_number=None)
             table.append({"row": len(rows), "paper": pub.paper, "artifact": pub.artifact, "pub": pub, "n": n,
                           "minimal": minimal, "cell": cell.name, "stats": r.stats})
-            rows.append(replace(r, item=f"{pub.paper} {pub.artifact}: {r.item} [paper scale]", note=note))
-    # Welch tests against the paper's mean +- std over its seeds, Holm per table
-    tests: dict[tuple, list[tuple[int, float]]] = {}
+            rows.append(row)
+    rows = judge_numbers(rows)
     for t in table:
-        pub, stats = t["pub"], t["stats"]
-        ps = PAPER_SEEDS[pub.paper]
-        if stats is None or pub.pm is None or t["n"] < 3 or ps < 3:
-            continue
-        p = _welch_p(stats[0], stats[1], t["n"], pub.value, pub.pm, ps)
-        tests.setdefault((pub.paper, pub.artifact), []).append((t["row"], p))
-    for pairs in tests.values():
-        adjusted = holm([p for _, p in pairs])
-        for (i, p), q in zip(pairs, adjusted, strict=True):
-            word = "consistent" if q >= 0.05 else "differs"
-            rows[i] = replace(rows[i], welch=f"{word} (Welch p = {p:.3g}, Holm {q:.3g})")
-    for t in table:
-        t["welch"] = rows[t["row"]].welch
         t["verdict"] = rows[t["row"]].verdict
     return rows, table
 
 
-def _welch_p(m1: float, s1: float, n1: int, m2: float, s2: float, n2: int) -> float:
-    """Two-sided Welch p-value of two means from their standard deviations and counts (1.0 when both are exact)."""
-    from scipy.stats import ttest_ind_from_stats
+# the algorithm behind each method a table names (a label not here is taken to depend on every run of its cell)
+_ALGO_OF = {
+    "IFCA": {"IFCA": "ifca", "global model": "global", "local model": "local"},
+    "SR-FCA": {"SR-FCA": "srfca", "After 1st REFINE": "srfca", "After 2nd REFINE": "srfca", "Local": "local",
+               "Global": "global", "CFL": "cfl", "Local-KMeans": "local-kmeans", "IFCA": "ifca"},
+    "CLoVE": {"FedAvg": "global", "Local-only": "local", "CFL": "cfl", "IFCA": "ifca", "CLoVE": "clove",
+              "FeSEM": "fesem", "FlexCFL": "flexcfl", "PACFL": "pacfl", "Per-FedAvg": "perfedavg",
+              "FedProto": "fedproto", "FedALA": "fedala", "FedPAC": "fedpac"}}
 
-    if s1 == 0 and s2 == 0:
-        return 1.0 if m1 == m2 else 0.0
-    return float(ttest_ind_from_stats(m1, s1, n1, m2, s2, n2, equal_var=False).pvalue)
+
+def _stale_for(stale, paper: str, methods: list[str]):
+    """The cell's stale record when a row's methods read stale runs (their algorithms' runs were made under a
+    corrected protocol), else None."""
+    if stale is None:
+        return None
+    ledger_stale, algos = stale
+    table = _ALGO_OF.get(paper, {})
+    needs = {table.get(m.split(" (")[0]) for m in methods}
+    return ledger_stale if None in needs or needs & algos else None
+
+
+def counted_word(verdict: str) -> bool:
+    """A claim's or ordering's verdict word (agrees, differs, not resolved): :func:`figures.verdicts.counted`."""
+    from .verdicts import counted
+
+    return counted(verdict)
+
+
+def _protocol(row: Row, cell, stale) -> Row:
+    """A paper-scale row with its cell's protocol class; a row of runs made under a corrected protocol is *stale*
+    (shown, not tested), naming the correction and the command that reruns it."""
+    from .protocol import ledger_for
+
+    ledger = ledger_for(cell.folder)
+    klass = ledger.protocol_class(cell.name) if ledger is not None else ""
+    if stale is not None:
+        return replace(row, protocol=klass, paper_number=None,
+                       verdict=f"{STALE} ({stale.reason}; rerun: `{stale.rerun}`)")
+    return replace(row, protocol=klass)
 
 
 @register("measured-runs", "all papers", "Stored paper-scale runs (figures/measured/*.json) against the published "
@@ -386,37 +429,61 @@ def measured_target(ctx: Context) -> Section:
     rows += paper_scale
     folder = ctx.folder("measured-runs")
     files = [write_rows(rows, folder / "comparison.csv")] if rows else []
-    hours = sum(t["hours"] for t in table if not math.isnan(t["hours"]))
-    intro = (f"Runs at the papers' sizes kept in `figures/measured/` ({len(load_runs())} file(s), {hours:.1f} h of "
-             "compute in all), each the JSON of `python -m nets run --json --history` with its command in "
-             "`figures/measured/README.md`. The reproduced number is the mean over the files of one configuration "
-             "(one per seed); the note of each row gives the seeds, the command and how the protocol differs from "
-             "the paper's. Paper-scale sweeps are kept as their trial stores (`figures/measured/<name>/store`); "
-             f"{len(load_stores())} such store(s) are judged against the paper's claim about the figure, one row per "
-             "curve. These runs are not recomputed by `paper_repro.py`.")
+    n_runs, cpu_hours = _campaign_compute()
+    intro = (f"Runs at the papers' sizes kept in `figures/measured/`: {n_runs} campaign run files "
+             f"({cpu_hours:.1f} CPU-hours as recorded; `python paper_repro.py --campaign run`), "
+             f"{len(load_runs())} single run file(s) of `python -m nets run --json --history` (commands in "
+             "`figures/measured/README.md`) and "
+             f"{len(load_stores())} paper-scale sweep store(s) (`figures/measured/<name>/store`), judged against the "
+             "paper's claim about the figure, one row per curve. Each row's note gives its seeds, command and "
+             "protocol (the cell's ledger in `figures/published/protocols/`). These runs are not recomputed by "
+             "`paper_repro.py`.")
     notes = [f"**{r.item}**: {r.note}" for r in rows if r.note]  # seeds, command, protocol differences
     return build_section("Stored paper-scale runs", intro, "measured-runs", [], rows, files, notes,
                          extra=_campaign_table(paper_scale, cells))
 
 
+def _campaign_compute(folder: Path = HERE) -> tuple[int, float]:
+    """(campaign run files, their CPU-hours as recorded) under ``folder``."""
+    n, seconds = 0, 0.0
+    for path in folder.glob("*/*.json"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            continue
+        if isinstance(data, dict) and data.get("campaign") == 1:
+            n += 1
+            cpu = data.get("cpu_seconds")
+            seconds += float(cpu) if isinstance(cpu, (int, float)) and math.isfinite(cpu) else 0.0
+    return n, seconds / 3600
+
+
+# the order of the paper-scale table: what disagrees first, then what the seeds cannot settle, then agreement
+_ORDER = ("differs", "not resolved", "agrees", "shown", "stale", "paper value suspect")
+
+
 def _campaign_table(rows: list[Row], cells: list[dict]) -> str:
-    """The campaign's paper-scale numbers: reproduced mean ± std against the paper's, within ±, Welch test."""
+    """The campaign's paper-scale numbers: reproduced mean ± std against the paper's, the verdict and the protocol
+    class, differences first."""
     if not cells:
         return ("**Paper-scale campaign**: no run stored yet (`python paper_repro.py --campaign plan` lists the cells "
                 "and their cost: `figures/measured/campaign.csv`).")
-    # a published value scored under two protocols (IFCA's own test, a second initialisation) has a row for each
     numbers = {c["pub"].source() for c in cells}
-    held = {c["pub"].source() for c in cells if c["n"] >= c["minimal"]}
     lines = [f"**Paper-scale campaign** (`python paper_repro.py --campaign run`; manifest "
-             f"`figures/measured/campaign.csv`): {len(numbers)} published numbers with stored runs at the paper's "
-             f"setting ({len(cells)} rows), {len(held)} of them with at least the minimal test's seeds (3, or the "
-             "paper's own count if smaller; IFCA Table I: 1). *within ±*: |reproduced mean - paper| <= the paper's "
-             "± (plus half a unit of its last digit); Welch: the two means tested with the paper's ± as its standard "
-             "deviation over its seeds, Holm-corrected per table, *consistent* at p >= 0.05, where both sides have "
-             ">= 3 seeds.", "",
-             "| number | paper | reproduced | difference | within ± | Welch |", "|---|---|---|---|---|---|"]
-    for c in cells:
+             f"`figures/measured/campaign.csv`): {len(numbers)} published numbers with stored runs ({len(cells)} "
+             "rows; a value scored under a second protocol has a second row, shown and not counted). Verdicts "
+             "(`figures/verdicts.py`): *agrees* = shown equivalent within the paper's ± and its rounding (TOST, "
+             "Holm over the table); *differs* = a significant difference outside it (Welch, Holm); *not resolved* = "
+             "neither, with the smallest gap the seeds could detect; *shown* = fewer than 3 seeds, no verdict; "
+             "*stale* = runs of a protocol since corrected; *paper value suspect* = a likely misprint. Protocol: "
+             "*same* = the paper's setting in every setting it states; *deviates* = declared deviations (the "
+             "row's note and the cell's ledger).", "",
+             "| number | paper | reproduced | difference | verdict | protocol |", "|---|---|---|---|---|---|"]
+    order = sorted(cells, key=lambda c: (_ORDER.index(head(rows[c["row"]].verdict))
+                                         if head(rows[c["row"]].verdict) in _ORDER else len(_ORDER), c["row"]))
+    for c in order:
         r = rows[c["row"]]
-        lines.append(f"| {r.item} | {r.paper} | {r.reproduced} | {r.difference} | {r.verdict} | "
-                     f"{r.welch or 'not tested (fewer than 3 seeds)'} |")
+        counted = "" if r.counted else " (second protocol, not counted)"
+        lines.append(f"| {r.item} | {r.paper} | {r.reproduced} | {r.difference} | {r.verdict}{counted} | "
+                     f"{r.protocol or 'no ledger'} |")
     return "\n".join(lines)

@@ -10,6 +10,8 @@ distance (Def. 5.1), t = 2, 2 REFINE steps, lambda and beta tuned; FEMNIST and S
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .compare import build_section, claim_row, not_run_row, numeric_row, write_rows, write_table
 from .dotplot import Dot, dot_plot
 from .ifca_nets import FEMNIST_TRAINED
@@ -31,7 +33,7 @@ from .published import claim, lookup
 from .registry import Context, Section, register
 from .runs import summarise_values
 from .style import face, seeds_text
-from .verdicts import equal_claim, level_claim, order_claim, ordering_rows, seed_values
+from .verdicts import SHOWN, equal_claim, head, level_claim, order_claim, ordering_rows, seed_values
 
 SIM = [("MNIST (inverted)", "mnist", "inverted"), ("MNIST (rotated)", "mnist", "rotated"),
        ("CIFAR (rotated)", "cifar", "rotated")]
@@ -44,6 +46,11 @@ BASELINES = [("Local", dict(algo="local")), ("Global", dict(algo="global")), ("C
 # the measured mean (0.06-0.18) and largest client (0.15-0.32) update norms of that run.
 CFL_MEDIUM = dict(eps1=0.1, eps2=0.12)
 SRFCA = dict(algo="srfca", dist="cross", min_size=2, beta=0.1, n_refine=2, eval_every=1)
+
+
+# SR-FCA Sec. 5 tunes lambda; the toolkit tunes it on a validation split carved from each client's training data
+# (nets' `validation`: never trained on, never the test data), its share a choice the paper leaves open
+VALIDATION = 0.1
 
 
 def _lambdas(ctx: Context) -> list[float]:
@@ -98,32 +105,44 @@ def _sim_runs(ctx: Context):
             skipped[column] = data_missing(ctx, base)
             continue
         ds = base_dataset(ctx, base, part)
+        tuned = {"validation": VALIDATION} if len(_lambdas(ctx)) > 1 else {}
         for lam in _lambdas(ctx):
             index[(column, "SR-FCA", lam)] = len(points)
-            points.append(dict(dataset=ds, threshold=lam, **SRFCA, **st))
+            points.append(dict(dataset=ds, threshold=lam, **SRFCA, **st, **tuned))
         for name, opts in BASELINES:
             index[(column, name, None)] = len(points)
             points.append(dict(dataset=ds, eval_every=0, **opts, **st))
             if opts["algo"] == "cfl" and ctx.size == "medium":
                 points[-1].update(CFL_MEDIUM)
     groups = run_nets(ctx, "srfca-simulated", points, ctx.pick(1, 2, 5, medium=3), seed=2023) if points else []
-    # SR-FCA at the lambda with the best mean test accuracy (the paper tunes lambda)
+    # SR-FCA at the lambda with the best mean validation accuracy (the paper tunes lambda; never on test data)
     best = {}
     for column, _, _ in SIM:
         if column in skipped:
             continue
-        scores = {lam: summary_by(groups[index[(column, "SR-FCA", lam)]], "test_accuracy").mean
-                  for lam in _lambdas(ctx)}
-        lam = max(scores, key=lambda k: -1.0 if scores[k] != scores[k] else scores[k])
-        best[column] = lam
-        index[(column, "SR-FCA", None)] = index[(column, "SR-FCA", lam)]
+        best[column] = tune(groups, index, column, _lambdas(ctx))
+        index[(column, "SR-FCA", None)] = index[(column, "SR-FCA", best[column])]
     return points, index, groups, skipped, best
+
+
+def tune(groups: list, index: dict, column: str, lambdas: list[float]) -> float:
+    """The λ of the grid with the best mean *validation* accuracy over seeds (each client's held-out training
+    samples, :data:`VALIDATION`); one λ needs no tuning.  Runs without a validation score (made before the split
+    existed: the campaign marks them stale) are tuned on their test accuracy, as they were."""
+    if len(lambdas) == 1:
+        return lambdas[0]
+    recs = {lam: groups[index[(column, "SR-FCA", lam)]] for lam in lambdas}
+    key = "validation_accuracy" if all(seed_values(r, "validation_accuracy") for r in recs.values()) else \
+        "test_accuracy"
+    scores = {lam: summary_by(r, key).mean for lam, r in recs.items()}
+    return max(scores, key=lambda k: -1.0 if scores[k] != scores[k] else scores[k])
 
 
 def _intro(ctx: Context, what: str, best: dict) -> str:
     lam = ", ".join(f"{c}: λ = {v:g}" for c, v in best.items())
-    tuned = ("λ tuned over {1, 1.5, 2, 3} on mean test accuracy (the paper tunes λ and β)" if ctx.size == "full"
-             else "λ = 1.5 fixed (not tuned, to stay within the time budget)")
+    tuned = (f"λ tuned over {{1, 1.5, 2, 3}} on the mean accuracy of a validation split ({VALIDATION:.0%} of each "
+             "client's training samples, held out from training; never the test data; the paper tunes λ and β)"
+             if ctx.size == "full" else "λ = 1.5 fixed (not tuned, to stay within the time budget)")
     size = ("" if ctx.size == "full" else
             f" Reduced ({ctx.size}): {_sim_reduced(ctx)}; CIFAR only with the data. Reproduced numbers are not "
             "comparable with the paper's; the ordering rows are.")
@@ -147,8 +166,11 @@ def table1(ctx: Context) -> Section:
                 continue
             recs = groups[index[(column, name, None)]]
             s = summary_by(recs, "test_accuracy")
-            rows.append(numeric_row(item, pub, s.mean, s.std, s["n"], 100.0, reason,
-                                    note="; ".join(errors(recs))))
+            row = numeric_row(item, pub, s.mean, s.std, s["n"], 100.0, reason, note="; ".join(errors(recs)))
+            # a variant of a published method (Local-KMeans from separate initialisations) is shown beside the
+            # method's counted row, not counted again
+            rows.append(replace(row, item=f"{item} [second protocol, not counted]", counted=False)
+                        if "(" in name else row)
             table.append({"column": column, "algorithm": name, "accuracy_mean": s.mean, "accuracy_std": s.std,
                           "seeds": s["n"], "failed": len(errors(recs)), "published": pub.value if pub else None,
                           "published_pm": pub.pm if pub else None,
@@ -220,7 +242,7 @@ def table2(ctx: Context) -> Section:
         ifca = [r for r in table if r["column"] == "CIFAR (rotated)" and r["algorithm"] == "IFCA"][0]
         rows.append(claim_row("CIFAR (rotated): IFCA collapses to one cluster (misclustering 0.5)",
                               claim("SR-FCA", "ifca-collapse-cifar"), f"misclustering {ifca['values']}",
-                              equal_claim({"IFCA": ifca["values"]}, 0.5)))
+                              equal_claim({"IFCA": ifca["values"]}, 0.5, margin=0.05)))
     folder = ctx.folder("srfca-table2")
     files = [write_table(folder / "misclustering.csv", list(table[0]) if table else ["column"], table)]
     figs = []
@@ -355,8 +377,8 @@ def table3(ctx: Context) -> Section:
         acc = {r["algorithm"]: r["accuracy_mean"] for r in table if r["column"] == column}
         vals = {r["algorithm"]: r["values"] for r in table if r["column"] == column}
         verdict = order_claim(vals, [("SR-FCA", "IFCA")])
-        if base == "femnist" and max(acc.values()) <= FEMNIST_TRAINED and not verdict.startswith("inconclusive (fewer"):
-            verdict = (f"inconclusive (models barely trained: best mean {100 * max(acc.values()):.1f} <= "
+        if base == "femnist" and max(acc.values()) <= FEMNIST_TRAINED and head(verdict) != SHOWN:
+            verdict = (f"not resolved (models barely trained: best mean {100 * max(acc.values()):.1f} <= "
                        f"{100 * FEMNIST_TRAINED:.1f})")
         rows.append(claim_row(f"{column}: SR-FCA > IFCA", claim("SR-FCA", "srfca-beats-ifca-real"),
                               f"SR-FCA {100 * acc['SR-FCA']:.2f}, IFCA {100 * acc['IFCA']:.2f}", verdict))

@@ -50,8 +50,10 @@ def section_path(out: Path, name: str, size: str) -> Path:
 
 
 def verdict_counts(rows: list[dict]) -> dict[str, int]:
-    """How many rows carry each verdict head (the words before any bracket)."""
-    return dict(Counter(r["verdict"].split(" (")[0] for r in rows))
+    """How many rows carry each verdict head (:func:`figures.verdicts.head`)."""
+    from .verdicts import head
+
+    return dict(Counter(head(r["verdict"]) for r in rows))
 
 
 def digest(rows: list[dict], title: str, size: str, run_size: str, section: str) -> str:

@@ -1,45 +1,73 @@
-"""Orderings and gaps of methods, paper versus toolkit, for runs that are reduced from the paper's setting.
+"""One verdict vocabulary for paper-versus-toolkit rows: published numbers, orderings of methods and the papers'
+qualitative claims, tested over seeds so that the absence of evidence is never read as agreement.
 
-A reduced run (fewer clients, rounds or seeds than the paper) cannot be held to the paper's ``±``; what it
-can test is the paper's *ordering*: for every pair of methods of one cell (a data set and a mixing), does the
-paper put A above B, B above A, or report a tie, and does the toolkit find the same over its seeds?
+Words (the head of every verdict; :data:`HEADS`):
 
-* the paper's pair is a **tie** when the published intervals ``value ± pm`` touch (or, without ``±``, the
-  two values are equal at the paper's precision), else an **order**;
-* the toolkit's pair is **ordered** when Welch's two-sided t-test on the per-seed values rejects equal means
-  at level ``alpha`` = 0.05 after the Holm-Bonferroni correction over the pairs of the cell, else its
-  95 % intervals are taken to **overlap**.
+* ``agrees`` -- shown by a test: a reproduced number *equivalent* to the published one (two one-sided tests, TOST,
+  at ``alpha`` = 0.05 against a margin named on the row: the paper's ``±`` plus half a unit of its last printed
+  digit, or that half unit alone where the paper gives no ``±``); an ordering the seeds make significantly in the
+  paper's direction (Welch, Holm over the pairs of a cell); a paper tie shown equivalent within the tie's width; a
+  claim every test of which is significant in the claimed direction (or, for a claimed equality, equivalent);
+* ``differs`` -- a significant difference (Welch, Holm over the numbers of one table or the pairs of one cell)
+  that equivalence does not absorb: a number outside the margin, an opposite order, a paper tie the toolkit
+  orders, a claim a test contradicts;
+* ``not resolved`` -- neither: the row says at what n, and the smallest gap its seeds could detect;
+* ``shown`` -- fewer than :data:`MIN_SEEDS` seeds (or trials) on a side: the values with their n, no verdict,
+  never counted;
+* ``stale`` -- stored runs of a protocol since corrected (:mod:`figures.protocol`): shown, not counted until rerun;
+* ``paper value suspect`` -- a published value that looks like a misprint (reason given): shown, not counted.
 
-Verdicts: ``agrees`` (same significant order; or a paper tie and overlapping reproduced intervals),
-``disagrees`` (significant opposite order; or a paper tie and a significant reproduced order),
-``inconclusive`` (a paper order and overlapping reproduced intervals; or fewer than ``min_seeds`` = 3
-finished seeds of either method).  Every row also shows the reproduced gap A - B with its 95 % Welch
-interval beside the paper's gap.
+Other words, for rows that are no comparison: ``not comparable (...)`` (a reduced or stand-in run), ``not run
+(...)``, ``finding (...)``, ``no published value``, and the theory checks' own words (:mod:`theory`).
 
-The papers' qualitative claims are judged by the same rule (:func:`order_claim`, :func:`level_claim`,
-:func:`equal_claim`): at least 3 seeds (or trials) of everything compared, two-sided t-tests (Welch's for two
-samples, one-sample against a stated level), Holm-Bonferroni over the tests of one claim, ``alpha`` = 0.05.  A
-claim of a strict order or a level *agrees* when every test is significant in the claimed direction, *disagrees*
-when one is significant the other way, and is *inconclusive* otherwise; a claim of equality (a tie) agrees unless
-a test finds a significant difference, as a tie in the paper does among the orderings.
+Two samples' tests are Welch's; a reproduced mean against a published ``value ± pm`` uses the paper's ``±`` as the
+standard deviation over its seeds (:class:`PaperNumber`: population or sample SD as the paper defines it; a paper
+that does not say is read as a sample SD, the larger reading, so its spread is never understated).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
 
 from .compare import Row
 
-__all__ = ["MIN_SEEDS", "PairResult", "all_of", "best_claim", "compare_pair", "equal_claim", "holm", "level_claim",
-           "one_sample", "order_claim", "ordering_rows", "paper_relation", "seed_values", "welch"]
+__all__ = ["AGREES", "ALPHA", "DIFFERS", "HEADS", "MIN_SEEDS", "NOT_RESOLVED", "SHOWN", "STALE", "SUSPECT",
+           "NumberTest", "PaperNumber", "all_of", "best_claim", "compare_pair", "counted", "detectable_gap",
+           "equal_claim", "head", "holm", "judge_numbers", "level_claim", "number_test", "number_verdict",
+           "one_sample", "order_claim", "ordering_rows", "paper_relation", "seed_values", "shown", "tost", "welch"]
 
 MIN_SEEDS = 3
 ALPHA = 0.05
+POWER = 0.8  # the power at which :func:`detectable_gap` states the smallest gap a row's seeds could detect
 
+AGREES, DIFFERS, NOT_RESOLVED, SHOWN = "agrees", "differs", "not resolved", "shown"
+STALE, SUSPECT = "stale", "paper value suspect"
+HEADS = (AGREES, DIFFERS, NOT_RESOLVED, SHOWN, STALE, SUSPECT)
+
+
+def head(verdict: str) -> str:
+    """The verdict's word: the text before any bracket (``"not resolved at n = 3 (...)"`` -> ``not resolved``)."""
+    text = verdict.split(" (")[0].strip()
+    return NOT_RESOLVED if text.startswith(NOT_RESOLVED) else text
+
+
+def counted(verdict: str) -> bool:
+    """Whether a verdict is a test's outcome that the headline counts (agrees, differs, not resolved)."""
+    return head(verdict) in (AGREES, DIFFERS, NOT_RESOLVED)
+
+
+def shown(*sizes: int, min_seeds: int = MIN_SEEDS, unit: str = "seeds") -> str:
+    """The verdict of a comparison with fewer than ``min_seeds`` on a side: values shown with their n, no verdict."""
+    ns = ", ".join(map(str, sizes))
+    return f"{SHOWN} (n = {ns}: no verdict below {min_seeds} {unit})"
+
+
+# -- tests ---------------------------------------------------------------------------------------------------------
 
 def seed_values(records: list[dict], key: str) -> list[float]:
     """The finite per-seed values of ``result[key]`` of the finished trials of one point."""
@@ -58,13 +86,18 @@ def seed_values(records: list[dict], key: str) -> list[float]:
 
 def paper_relation(a: float, pm_a: float | None, b: float, pm_b: float | None, decimals: int = 2) -> int:
     """+1 when the paper puts ``a`` above ``b``, -1 below, 0 for a tie (published intervals touch)."""
-    tol = 0.5 * 10 ** (-decimals)  # the rounding of the printed values
     if pm_a is None or pm_b is None:
         if round(a, decimals) == round(b, decimals):
             return 0
-    elif abs(a - b) <= pm_a + pm_b + tol:
+    elif abs(a - b) <= tie_margin(pm_a, pm_b, decimals):
         return 0
     return 1 if a > b else -1
+
+
+def tie_margin(pm_a: float | None, pm_b: float | None, decimals: int) -> float:
+    """The width within which the paper's two values tie: their ``±`` summed (intervals that touch) plus half a unit
+    of the last printed digit (the rounding of the printed values)."""
+    return (pm_a or 0.0) + (pm_b or 0.0) + 0.5 * 10 ** (-decimals)
 
 
 def welch(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float, float]:
@@ -72,32 +105,61 @@ def welch(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float, 
 
     Two constant samples give p = 1 when they are equal and p = 0 when they differ (no spread to test against).
     """
-    from scipy.stats import t as student_t
-
     x, y = np.asarray(x, float), np.asarray(y, float)
     d = float(x.mean() - y.mean())
-    vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
+    se, df = _welch_se(x.var(ddof=1), len(x), y.var(ddof=1), len(y))
+    p, half = _t_two_sided(d, se, df)
+    return d, d - half, d + half, p
+
+
+def _welch_se(var_x: float, n_x: int, var_y: float, n_y: float) -> tuple[float, float]:
+    """Standard error of a difference of two means and its Welch-Satterthwaite degrees of freedom (a side with
+    ``n`` = inf or variance 0 adds nothing)."""
+    vx, vy = var_x / n_x, (var_y / n_y if n_y != math.inf else 0.0)
     se2 = vx + vy
     if se2 == 0.0:
-        return d, d, d, (1.0 if d == 0.0 else 0.0)
-    df = se2 ** 2 / ((vx ** 2 / (len(x) - 1)) + (vy ** 2 / (len(y) - 1)))
-    se = math.sqrt(se2)
-    p = float(2 * student_t.sf(abs(d) / se, df))
-    half = float(student_t.ppf(0.975, df)) * se
-    return d, d - half, d + half, p
+        return 0.0, math.inf
+    den = (vx ** 2 / (n_x - 1) if vx else 0.0) + (vy ** 2 / (n_y - 1) if vy else 0.0)
+    return math.sqrt(se2), se2 ** 2 / den
+
+
+def _t_two_sided(d: float, se: float, df: float) -> tuple[float, float]:
+    """(two-sided p-value of d = 0, half-width of the 95 % interval); se = 0 gives p = 1 at d = 0, else 0."""
+    from scipy.stats import t as student_t
+
+    if se == 0.0:
+        return (1.0 if d == 0.0 else 0.0), 0.0
+    return float(2 * student_t.sf(abs(d) / se, df)), float(student_t.ppf(1 - ALPHA / 2, df)) * se
+
+
+def tost(d: float, se: float, df: float, margin: float) -> float:
+    """Two one-sided tests of equivalence, ``|true difference| < margin``, from an estimate ``d`` with standard error
+    ``se`` on ``df`` degrees of freedom: the larger of the two one-sided p-values (equivalent at ``alpha`` when it is
+    below).  ``se`` = 0 gives 0 inside the margin and 1 outside."""
+    from scipy.stats import t as student_t
+
+    if se == 0.0:
+        return 0.0 if abs(d) < margin else 1.0
+    return float(max(student_t.sf((d + margin) / se, df), student_t.cdf((d - margin) / se, df)))
+
+
+def detectable_gap(se: float, df: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The smallest true gap a two-sided test at ``alpha`` detects with probability ``power``, for a difference with
+    standard error ``se`` on ``df`` degrees of freedom: ``(t_{1-alpha/2} + t_{power}) se``."""
+    from scipy.stats import t as student_t
+
+    if se == 0.0:
+        return 0.0
+    return float((student_t.ppf(1 - alpha / 2, df) + student_t.ppf(power, df)) * se)
 
 
 def one_sample(x: Sequence[float], level: float) -> tuple[float, float]:
     """Two-sided one-sample t-test of mean(x) = ``level``: (mean - level, p-value); a constant sample gives
     p = 1 at the level and p = 0 elsewhere (as :func:`welch`)."""
-    from scipy.stats import t as student_t
-
     x = np.asarray(x, float)
     d = float(x.mean() - level)
     se = float(x.std(ddof=1)) / math.sqrt(len(x))
-    if se == 0.0:
-        return d, (1.0 if d == 0.0 else 0.0)
-    return d, float(2 * student_t.sf(abs(d) / se, len(x) - 1))
+    return d, _t_two_sided(d, se, len(x) - 1)[0]
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
@@ -112,24 +174,142 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     return adj
 
 
-class PairResult(dict):
-    """One pair's comparison: ``verdict`` and the numbers behind it (a dict, for CSV rows)."""
+# -- a reproduced number against a published one -------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class PaperNumber:
+    """A published ``value ± pm`` (``pm`` None when the paper gives none) printed at ``decimals`` decimals, the mean
+    of ``n`` seeds, its ``±`` a ``pm_kind`` ("population SD", "sample SD" or "unstated")."""
+
+    value: float
+    pm: float | None
+    decimals: int
+    n: int
+    pm_kind: str = "unstated"
+
+    @property
+    def sample_sd(self) -> float:
+        """The paper's ``±`` as a sample standard deviation over its ``n`` seeds (0 without a ``±``)."""
+        if self.pm is None:
+            return 0.0
+        if self.pm_kind == "population SD" and self.n > 1:
+            return self.pm * math.sqrt(self.n / (self.n - 1))
+        return self.pm
+
+    @property
+    def margin(self) -> float:
+        """The equivalence margin: the paper's ``±`` plus half a unit of its last printed digit (the printed value's
+        rounding); half a unit alone where the paper gives no ``±``."""
+        return (self.pm or 0.0) + 0.5 * 10 ** (-self.decimals)
+
+    def margin_text(self) -> str:
+        what = "the paper's ± and its rounding" if self.pm is not None else "the paper's printed precision"
+        return f"±{self.margin:.{self.decimals + 1}g} ({what})" if self.margin < 1e-3 else \
+            f"±{_round_sig(self.margin)} ({what})"
+
+
+def _round_sig(x: float) -> str:
+    return f"{x:.3g}"
+
+
+@dataclass(frozen=True)
+class NumberTest:
+    """The tests of one reproduced mean (``n`` seeds) against a :class:`PaperNumber`: gap, its standard error and
+    degrees of freedom, Welch's p-value of a difference, TOST's p-value of equivalence within ``margin``."""
+
+    gap: float
+    se: float
+    df: float
+    n: int
+    margin: float
+    p_differ: float
+    p_equivalent: float
+
+    @property
+    def detectable(self) -> float:
+        return detectable_gap(self.se, self.df)
+
+
+def number_test(mean: float, sd: float | None, n: int, paper: PaperNumber) -> NumberTest:
+    """Welch's test of ``mean`` (± ``sd`` over ``n`` seeds) against the paper's mean (± its sample SD over its
+    seeds) and TOST within :attr:`PaperNumber.margin`."""
+    var = 0.0 if sd is None or not math.isfinite(sd) else sd ** 2
+    se, df = _welch_se(var, n, paper.sample_sd ** 2, paper.n if paper.pm is not None and paper.n > 1 else math.inf)
+    if not math.isfinite(df):
+        df = max(n - 1, 1)
+    d = mean - paper.value
+    return NumberTest(d, se, df, n, paper.margin, _t_two_sided(d, se, df)[0], tost(d, se, df, paper.margin))
+
+
+def number_verdict(test: NumberTest, paper: PaperNumber, p_differ: float | None = None,
+                   p_equivalent: float | None = None, alpha: float = ALPHA, min_seeds: int = MIN_SEEDS) -> str:
+    """The verdict of one reproduced number (module docstring); ``p_differ`` / ``p_equivalent`` are the
+    Holm-adjusted p-values of its table (default: the test's own)."""
+    if test.n < min_seeds:
+        return shown(test.n, min_seeds=min_seeds)
+    pd = test.p_differ if p_differ is None else p_differ
+    pe = test.p_equivalent if p_equivalent is None else p_equivalent
+    dec = max(paper.decimals, 2)
+    gap = f"gap {test.gap:+.{dec}f}"
+    margin = paper.margin_text()
+    if pe < alpha:
+        return f"{AGREES} (equivalent within {margin}: {gap}, TOST p = {pe:.3g}, n = {test.n})"
+    if pd < alpha:
+        return f"{DIFFERS} ({gap}, Welch p = {pd:.3g} with Holm over the table, outside {margin}, n = {test.n})"
+    return (f"{NOT_RESOLVED} at n = {test.n} ({gap}: no significant difference (p = {pd:.3g}) and not shown within "
+            f"{margin} (TOST p = {pe:.3g}); smallest gap detectable with {POWER:.0%} power: "
+            f"{test.detectable:.{dec}f})")
+
+
+def judge_numbers(rows: list[Row], alpha: float = ALPHA, min_seeds: int = MIN_SEEDS) -> list[Row]:
+    """Rows with :attr:`Row.paper_number` (a reproduced number at the paper's setting) re-judged with Holm over the
+    numbers of each table (paper and artifact of the row's source): over the difference tests and, separately, over
+    the equivalence tests.  Other rows are returned unchanged."""
+    from dataclasses import replace
+
+    families: dict[str, list[int]] = {}
+    tests: dict[int, tuple[NumberTest, PaperNumber]] = {}
+    for i, r in enumerate(rows):
+        if r.paper_number is None or r.stats is None or head(r.verdict) in (STALE, SUSPECT):
+            continue
+        paper = PaperNumber(*r.paper_number)
+        t = number_test(r.stats[0], r.stats[1], int(r.stats[2]), paper)
+        tests[i] = (t, paper)
+        if t.n >= min_seeds:
+            families.setdefault(r.source.split(":")[0], []).append(i)
+    out = list(rows)
+    for i, (t, paper) in tests.items():
+        out[i] = replace(rows[i], verdict=number_verdict(t, paper, alpha=alpha, min_seeds=min_seeds))
+    for idx in families.values():
+        pd = holm([tests[i][0].p_differ for i in idx])
+        pe = holm([tests[i][0].p_equivalent for i in idx])
+        for i, a, b in zip(idx, pd, pe, strict=True):
+            out[i] = replace(rows[i], verdict=number_verdict(tests[i][0], tests[i][1], a, b, alpha, min_seeds))
+    return out
+
+
+# -- orderings of two methods -------------------------------------------------------------------------------------
 
 def compare_pair(paper: int, x: Sequence[float], y: Sequence[float], p_adjusted: float | None,
-                 alpha: float = ALPHA, min_seeds: int = MIN_SEEDS) -> str:
+                 alpha: float = ALPHA, min_seeds: int = MIN_SEEDS, p_equivalent: float | None = None,
+                 margin: float | None = None) -> str:
     """The verdict of one pair: ``paper`` is :func:`paper_relation`'s +1/-1/0; ``x``, ``y`` the per-seed values
-    (oriented so that larger is better); ``p_adjusted`` the pair's Holm-adjusted Welch p-value."""
+    (oriented so that larger is better); ``p_adjusted`` the pair's Holm-adjusted Welch p-value; for a paper tie,
+    ``p_equivalent`` the Holm-adjusted TOST p-value of the gap within ``margin`` (the tie's width)."""
     if len(x) < min_seeds or len(y) < min_seeds:
-        return f"inconclusive (fewer than {min_seeds} seeds: {len(x)} and {len(y)})"
+        return shown(len(x), len(y), min_seeds=min_seeds)
     significant = p_adjusted is not None and p_adjusted < alpha
     sign = int(np.sign(np.mean(x) - np.mean(y)))
     if paper == 0:
-        return "disagrees (the paper ties, the toolkit orders)" if significant else \
-            "agrees (tie in the paper, overlapping intervals)"
+        if p_equivalent is not None and p_equivalent < alpha:
+            return f"{AGREES} (a tie in the paper, equivalent within ±{margin:.3g}: TOST p = {p_equivalent:.3g})"
+        if significant:
+            return f"{DIFFERS} (the paper ties, the toolkit orders)"
+        return (f"{NOT_RESOLVED} (a tie in the paper; the seeds neither order the pair nor show it within "
+                f"±{margin:.3g})" if margin is not None else f"{NOT_RESOLVED} (a tie in the paper)")
     if not significant:
-        return "inconclusive (intervals overlap)"
-    return "agrees (same order)" if sign == paper else "disagrees (opposite order)"
+        return f"{NOT_RESOLVED} (no significant order after Holm over the cell's pairs)"
+    return f"{AGREES} (same order)" if sign == paper else f"{DIFFERS} (opposite order)"
 
 
 def ordering_rows(cell: str, published: dict, samples: dict[str, Sequence[float]], scale: float = 1.0,
@@ -140,41 +320,51 @@ def ordering_rows(cell: str, published: dict, samples: dict[str, Sequence[float]
     ``published`` maps method -> :class:`figures.published.Published`; ``samples`` method -> per-seed values
     (in the run's units; ``scale`` converts to the paper's, e.g. 100 for accuracies in %).  ``reduced`` says what
     the run changes from the paper's setting (shown in each row's note).  Holm-Bonferroni runs over the pairs
-    of this cell.  ``trained_above`` (run units): where no method's mean exceeds it, the models are barely
-    trained, and every row of the cell is ``inconclusive`` -- a tie of untrained models is no agreement.
+    of this cell (difference tests; and, for the paper's ties, equivalence tests within the tie's width).
+    ``trained_above`` (run units): where no method's mean exceeds it, the models are barely trained, and every
+    row of the cell is ``not resolved`` -- a tie of untrained models is no agreement.
     """
     names = [a for a in published if published[a] is not None and a in samples]
     pairs = list(combinations(names, 2))
     sgn = 1.0 if higher_better else -1.0
-    stats = {}
+    stats, rel, margins, equiv = {}, {}, {}, {}
     for a, b in pairs:
+        pa, pb = published[a], published[b]
+        dec = max(pa.decimals, pb.decimals, 1)
+        rel[(a, b)] = paper_relation(sgn * pa.value, pa.pm, sgn * pb.value, pb.pm, dec)
+        margins[(a, b)] = tie_margin(pa.pm, pb.pm, dec)
         xa = [scale * v for v in samples[a]]
         xb = [scale * v for v in samples[b]]
         stats[(a, b)] = welch(xa, xb) if len(xa) >= 2 and len(xb) >= 2 else None
+        if stats[(a, b)] is not None and rel[(a, b)] == 0:
+            x, y = np.asarray(xa), np.asarray(xb)
+            se, df = _welch_se(x.var(ddof=1), len(x), y.var(ddof=1), len(y))
+            equiv[(a, b)] = tost(stats[(a, b)][0], se, df, margins[(a, b)])
     testable = [pr for pr in pairs if stats[pr] is not None]
     adj = dict(zip(testable, holm([stats[pr][3] for pr in testable]), strict=True))
+    adj_eq = dict(zip(equiv, holm(list(equiv.values())), strict=True))
     means = [sum(samples[a]) / len(samples[a]) for a in names if len(samples[a])]
     untrained = (trained_above is not None and bool(means) and max(means) <= trained_above)
     rows = []
     for a, b in pairs:
         pa, pb = published[a], published[b]
         dec = max(pa.decimals, pb.decimals, 1)
-        rel = paper_relation(sgn * pa.value, pa.pm, sgn * pb.value, pb.pm, dec)
-        word = {1: ">", -1: "<", 0: "≈"}[rel * (1 if higher_better else -1)]
+        word = {1: ">", -1: "<", 0: "≈"}[rel[(a, b)] * (1 if higher_better else -1)]
         ptext = f"{a} {word} {b} ({_pm(pa.value, pa.pm, dec)} vs {_pm(pb.value, pb.pm, dec)}; gap " \
                 f"{pa.value - pb.value:+.{dec}f})"
         xa = [sgn * scale * v for v in samples[a]]
         xb = [sgn * scale * v for v in samples[b]]
         st = stats[(a, b)]
-        verdict = compare_pair(rel, xa, xb, adj.get((a, b)), alpha, min_seeds)
-        if untrained and not verdict.startswith("inconclusive (fewer than"):
-            verdict = (f"inconclusive (models barely trained: best mean {scale * max(means):.1f} <= "
+        verdict = compare_pair(rel[(a, b)], xa, xb, adj.get((a, b)), alpha, min_seeds, adj_eq.get((a, b)),
+                               margins[(a, b)])
+        if untrained and head(verdict) != SHOWN:
+            verdict = (f"{NOT_RESOLVED} (models barely trained: best mean {scale * max(means):.1f} <= "
                        f"{scale * trained_above:.1f})")
         if st is None:
             rep = f"n = {len(xa)}, {len(xb)} seeds"
         else:
             d, lo, hi, p = st
-            rep = (f"gap {d:+.{dec}f} [{lo:+.{dec}f}, {hi:+.{dec}f}] (95% Welch CI), p = {p:.3g} "
+            rep = (f"gap {d:+.{dec}f} [{lo:+.{dec}f}, {hi:+.{dec}f}] (95% Welch CI, unadjusted), p = {p:.3g} "
                    f"(Holm {adj[(a, b)]:.3g}), n = {len(xa)}, {len(xb)}")
         rows.append(Row(f"{cell}: {a} vs {b} (ordering)", ptext, rep, "—", verdict,
                         f"{pa.source()}; {pb.source()}", reduced,
@@ -186,12 +376,14 @@ def _pm(v: float, pm: float | None, dec: int) -> str:
     return f"{v:.{dec}f}" + (f" ± {pm:.{dec}f}" if pm is not None else "")
 
 
+# -- the papers' qualitative claims -------------------------------------------------------------------------------
+
 def _short(samples: dict[str, Sequence[float]], names, min_seeds: int) -> str | None:
     few = [n for n in dict.fromkeys(names) if len(samples.get(n, ())) < min_seeds]
     if not few:
         return None
-    return (f"inconclusive (fewer than {min_seeds} seeds: "
-            + ", ".join(f"{n} {len(samples.get(n, ()))}" for n in few) + ")")
+    return (f"{SHOWN} (fewer than {min_seeds} seeds: "
+            + ", ".join(f"{n} {len(samples.get(n, ()))}" for n in few) + "; no verdict)")
 
 
 def order_claim(samples: dict[str, Sequence[float]], pairs: Sequence[tuple[str, str]], higher_better: bool = True,
@@ -207,10 +399,10 @@ def order_claim(samples: dict[str, Sequence[float]], pairs: Sequence[tuple[str, 
     wrong = [f"{b} ahead of {a}" for (a, b), t, p in zip(pairs, tests, adj, strict=True) if p < alpha and
              sgn * t[0] < 0]
     if wrong:
-        return f"disagrees ({'; '.join(wrong)})"
+        return f"{DIFFERS} ({'; '.join(wrong)})"
     if all(p < alpha and sgn * t[0] > 0 for t, p in zip(tests, adj, strict=True)):
-        return "agrees"
-    return "inconclusive (intervals overlap)"
+        return AGREES
+    return f"{NOT_RESOLVED} (no significant order after Holm)"
 
 
 def best_claim(samples: dict[str, Sequence[float]], best: Sequence[str], higher_better: bool = True,
@@ -233,33 +425,43 @@ def level_claim(samples: dict[str, Sequence[float]], level: float, below: bool, 
     claimed = -1.0 if below else 1.0
     wrong = [k for k, (d, _) in tests.items() if adj[k] < alpha and claimed * d < 0]
     if wrong:
-        return f"disagrees ({', '.join(map(str, wrong))} {'above' if below else 'below'} {level:g})"
+        return f"{DIFFERS} ({', '.join(map(str, wrong))} {'above' if below else 'below'} {level:g})"
     if all(adj[k] < alpha and claimed * d > 0 for k, (d, _) in tests.items()):
-        return "agrees"
-    return f"inconclusive (intervals include {level:g})"
+        return AGREES
+    return f"{NOT_RESOLVED} (intervals include {level:g} after Holm)"
 
 
-def equal_claim(samples: dict[str, Sequence[float]], level: float, alpha: float = ALPHA,
+def equal_claim(samples: dict[str, Sequence[float]], level: float, margin: float, alpha: float = ALPHA,
                 min_seeds: int = MIN_SEEDS) -> str:
-    """A claim that the mean of every case of ``samples`` equals ``level``: it disagrees when a one-sample t-test
-    (Holm over the cases) finds a difference, else agrees (a tie, as in :func:`compare_pair`)."""
+    """A claim that the mean of every case of ``samples`` equals ``level``, to within a stated practical ``margin``:
+    it agrees when every case is shown equivalent (one-sample TOST, Holm over the cases), differs when a case
+    differs significantly from the level beyond what equivalence absorbs, and is not resolved otherwise."""
     short = _short(samples, samples, min_seeds)
     if short:
         return short
-    tests = {k: one_sample(v, level) for k, v in samples.items()}
-    adj = dict(zip(tests, holm([p for _, p in tests.values()]), strict=True))
-    wrong = [k for k in tests if adj[k] < alpha]
+    eq, diff = {}, {}
+    for k, v in samples.items():
+        x = np.asarray(v, float)
+        d = float(x.mean() - level)
+        se = float(x.std(ddof=1)) / math.sqrt(len(x))
+        eq[k] = tost(d, se, len(x) - 1, margin)
+        diff[k] = _t_two_sided(d, se, len(x) - 1)[0]
+    adj_eq = dict(zip(eq, holm(list(eq.values())), strict=True))
+    adj_diff = dict(zip(diff, holm(list(diff.values())), strict=True))
+    if all(p < alpha for p in adj_eq.values()):
+        return f"{AGREES} (every case within ±{margin:g} of {level:g}: TOST with Holm)"
+    wrong = [k for k in samples if adj_diff[k] < alpha and adj_eq[k] >= alpha]
     if wrong:
-        return f"disagrees ({', '.join(map(str, wrong))} differ from {level:g})"
-    return f"agrees (no case differs significantly from {level:g})"
+        return f"{DIFFERS} ({', '.join(map(str, wrong))} differ from {level:g} beyond ±{margin:g})"
+    return f"{NOT_RESOLVED} (not shown within ±{margin:g} of {level:g}, nor different)"
 
 
 def all_of(*verdicts: str) -> str:
-    """One verdict for a claim made of parts: the first part that disagrees, else agrees when every part does,
-    else the first inconclusive part."""
+    """One verdict for a claim made of parts: the first part that differs, else agrees when every part does,
+    else the first part that does not agree."""
     for v in verdicts:
-        if v.startswith("disagrees"):
+        if head(v) == DIFFERS:
             return v
-    if all(v.startswith("agrees") for v in verdicts):
-        return "agrees"
-    return next(v for v in verdicts if not v.startswith("agrees"))
+    if all(head(v) == AGREES for v in verdicts):
+        return AGREES
+    return next(v for v in verdicts if head(v) != AGREES)

@@ -102,6 +102,10 @@ PARAMS: dict[str, Param] = {
                            "machines of one cluster each, the cluster models by the min-loss rule, each local model "
                            "on the machines of its own cluster (IFCA: m_test = 10000 k / n)", low=1),
     "test_machine_size": Param("int", 100, "test images per test machine (IFCA: n)", low=1),
+    "validation": Param("float", 0.0, "fraction of each client's training samples held out as its validation "
+                        "split (never trained on; the final models are scored on it like the test data: "
+                        "validation_accuracy, validation_loss), for tuning without test data", low=0.0, high=0.5,
+                        high_inclusive=False),
     "eval_every": Param("int", 0, "test every this many rounds (0: only at the end)", low=0),
     "seed": Param("int", 0, "random seed (data, algorithm and minibatch streams are spawned from it)", low=0),
     "device": Param("str", "auto", "torch device: auto (cuda when present), cpu or cuda",
@@ -292,6 +296,9 @@ def run_experiment(params: dict[str, Any], *, history: bool = False, batched: bo
             fetch(name, p["data_dir"])
     check_data_size(p)
     fed, n_note = _federation_that_fits(p, data_ss, explicit_n=params.get("n_per_client") is not None)
+    held = None
+    if p["validation"] > 0:
+        fed, held = fed.hold_out(p["validation"])
     if p["batch_size"] is not None and p["batch_size"] > fed.X.shape[1]:
         raise ValueError(f"batch_size must be at most the {fed.X.shape[1]} training samples per client, got "
                          f"{p['batch_size']} (leave it out for full-batch steps)")
@@ -347,6 +354,13 @@ def run_experiment(params: dict[str, Any], *, history: bool = False, batched: bo
     seconds = time.perf_counter() - t0 + (ckpt["history"].get("seconds", 0.0) if ckpt else 0.0)
     res = est.result_
     final = _score(test, res, spec.rule, truth)
+    validation = None
+    if held is not None:
+        val = held.backends(model, batched=batched, seed=int(batch_ss.generate_state(1)[0]),
+                            memory_budget=(p["memory_mb"] or (4096 if device.type == "cuda" else 256)) * 2**20)[1]
+        v = _score(val, res, spec.rule, truth)
+        validation = {"validation_accuracy": v["test_accuracy"], "validation_loss": v["test_loss"],
+                      "n_validation": int(held.n_test.sum())}
     machines = None
     if p["test_machines"] is not None:
         machines = _test_machines(p, model, res, spec.rule, batched, device, truth)
@@ -362,6 +376,8 @@ def run_experiment(params: dict[str, Any], *, history: bool = False, batched: bo
     }
     record.update(train_identity_scores(lambda M, rule, lab: evaluate(test, M, rule, lab), res.models, spec.rule,
                                         res.labels))
+    if validation is not None:
+        record.update(validation)
     if "status" in res.extra:  # e.g. SR-FCA: why no cluster survived
         record["status"] = str(res.extra["status"])
     if machines is not None:

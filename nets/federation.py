@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -55,6 +56,29 @@ class NetFederation:
         factory = model_factory(name, self.input_shape, self.n_classes, self.vocab_size)
         return FunctionalModel(factory, spec.loss, device=device, dtype=dtype)
 
+    def hold_out(self, fraction: float) -> tuple[NetFederation, NetFederation]:
+        """``(train, validation)``: each client's last ``ceil(fraction * n_i)`` training samples (its samples are in
+        random order) moved to a validation federation, whose *test* data they are, so that tuning (SR-FCA's λ)
+        never sees the test data; every client keeps at least one training sample."""
+        if not 0.0 < fraction < 0.5:
+            raise ValueError(f"fraction must be in (0, 0.5), got {fraction!r}")
+        n = self.n_samples.astype(np.int64)
+        v = np.minimum(np.ceil(fraction * n).astype(np.int64), n - 1)
+        if v.min() < 1:
+            raise ValueError(f"validation fraction {fraction} holds out no sample of a client with {int(n.min())} "
+                             "training samples (each client needs at least 2)")
+        t = n - v
+        cols = np.arange(self.X.shape[1])
+        keep, held = cols[None, :] < t[:, None], (cols[None, :] >= t[:, None]) & (cols[None, :] < n[:, None])
+        X_tr, y_tr = _pack(self.X, keep, int(t.max())), _pack(self.y, keep, int(t.max()))
+        X_v, y_v = _pack(self.X, held, int(v.max())), _pack(self.y, held, int(v.max()))
+        note = f"validation split: {int(v.sum())} of {int(n.sum())} training samples held out ({fraction:g} per client)"
+        train = dataclasses.replace(self, X=X_tr, y=y_tr, n_samples=t.astype(self.n_samples.dtype),
+                                    notes=[*self.notes, note])
+        val = dataclasses.replace(self, X=X_v, y=y_v, n_samples=v.astype(self.n_samples.dtype), X_test=X_v,
+                                  y_test=y_v, n_test=v.astype(self.n_test.dtype))
+        return train, val
+
     def backends(self, model: FunctionalModel, **options) -> tuple[TorchBackend, TorchBackend]:
         """``(train_backend, test_backend)``: the same model on the clients' train and test data."""
         def tensors(X, y):
@@ -68,3 +92,13 @@ class NetFederation:
         train = TorchBackend(model, X, y, self.n_samples, **options)
         test_opts = {k: v for k, v in options.items() if k in ("batched", "memory_budget", "seed")}
         return train, TorchBackend(model, Xt, yt, self.n_test, **test_opts)
+
+
+def _pack(a: np.ndarray, mask: np.ndarray, width: int) -> np.ndarray:
+    """The entries of each client's row of ``a`` (``(clients, samples, ...)``) where ``mask`` holds, moved to the
+    front of a ``(clients, width, ...)`` array (zero-padded), in their order."""
+    out = np.zeros((a.shape[0], width, *a.shape[2:]), dtype=a.dtype)
+    rank = np.cumsum(mask, axis=1) - 1  # each kept entry's position in its client's row
+    rows, cols = np.nonzero(mask)
+    out[rows, rank[rows, cols]] = a[rows, cols]
+    return out

@@ -258,17 +258,17 @@ def test_a_stored_file_of_another_run_is_refused(tmp_path):
         campaign.load_run(path, req)
 
 
-def test_paper_scale_rows_hold_stored_runs_to_the_papers_pm(tmp_path, fake_data):
-    """Fake stored results for CLoVE Table 5 (MNIST): the rows' means, within ± and Welch tests follow them."""
-    from scipy.stats import ttest_ind_from_stats
-
+def test_paper_scale_rows_test_stored_runs_against_the_papers_numbers(tmp_path, fake_data):
+    """Fake stored results for CLoVE Table 5 (MNIST): the rows' means and tests follow them; IFCA is scored as CLoVE
+    scores every method (the model assigned to each client), its min-loss score a second row, not counted."""
     from figures.measured import campaign_rows
     from figures.published import lookup
+    from figures.verdicts import PaperNumber, number_test
 
     root = tmp_path / "store"
     requests, _ = campaign.collect(root, fake_data, names=["clove-table5"])
     cell = _cell(requests, "unsup-mnist")
-    # FedAvg right on the paper's 0.032 +- 0.001; CLoVE far from its 0.014 +- 0.000
+    # FedAvg right on the paper's 0.032 +- 0.001 (but 3 seeds cannot show it equivalent); CLoVE far from 0.014
     losses = {"global": [0.0315, 0.0320, 0.0325], "local": [0.019, 0.019, 0.019], "ifca": [0.024, 0.025, 0.023],
               "clove": [0.030, 0.031, 0.029]}
     for r in cell.requests:
@@ -283,15 +283,18 @@ def test_paper_scale_rows_hold_stored_runs_to_the_papers_pm(tmp_path, fake_data)
             record["device"] = "cuda: NVIDIA H100 80GB HBM3 (torch 2.11.0+cu130, CUDA 13.0)"
         path.write_text(json.dumps(record))
     rows, cells = campaign_rows(root, fake_data)
-    by = {c["pub"].row: rows[c["row"]] for c in cells if c["pub"].column == "MNIST"}
+    mnist = [rows[c["row"]] for c in cells if c["pub"].column == "MNIST"]
+    by = {r.item.split(" / ")[-1].split(" [")[0]: r for r in mnist if r.counted}
     assert set(by) == {"FedAvg", "Local-only", "IFCA", "CLoVE"}
-    assert by["FedAvg"].verdict == "within ±" and by["CLoVE"].verdict == "outside ±"
+    assert by["FedAvg"].verdict.startswith("not resolved at n = 3") and by["CLoVE"].verdict.startswith("differs")
     m, s, n = by["CLoVE"].stats
     assert n == 3 and math.isclose(m, 0.030) and math.isclose(s, 0.001)
     pub = lookup("CLoVE", "Table 5", "CLoVE", "MNIST")
-    p = ttest_ind_from_stats(m, s, 3, pub.value, pub.pm, 3, equal_var=False).pvalue
-    assert by["CLoVE"].welch.startswith("differs" if p * 4 < 0.05 else "consistent")
-    assert "protocol differences" in by["CLoVE"].note and "seed(s) stored" in by["CLoVE"].note
-    assert "with each client's training-data cluster instead: 0.032 ± 0.002 (3 seeds)" in by["IFCA"].note
-    assert "training-data cluster" not in by["CLoVE"].note
+    t = number_test(m, s, n, PaperNumber(*pub.paper_number()))
+    assert t.p_differ < 0.05 / 4  # far outside 0.014 +- 0.000: significant after Holm over the table's numbers
+    # IFCA as CLoVE Sec. 5.1 scores it: the training-data cluster's model on the client's test data
+    assert math.isclose(by["IFCA"].stats[0], 0.032)
+    second = [r for r in mnist if not r.counted]
+    assert len(second) == 1 and "min-loss" in second[0].item and math.isclose(second[0].stats[0], 0.024)
+    assert "protocol:" in by["CLoVE"].note and "seed(s) stored" in by["CLoVE"].note
     assert "(9 on CPU, 3 on NVIDIA H100 80GB HBM3)" in by["CLoVE"].note

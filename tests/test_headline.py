@@ -44,19 +44,25 @@ def test_every_column_is_defined_in_its_caption():
             assert f"**{col}**:" in CAPTIONS[key], col
 
 
+_PN = (90.0, 1.0, 1, 5, "unstated")  # a published 90.0 ± 1.0, the mean of 5 seeds
+
+
 def _rows() -> list[dict]:
     """Rows of every class, with the counts each column's definition gives."""
     rows = [Row("c: A vs B (ordering)", "", "", "—", "agrees (same order)", compared="c/A;c/B"),
-            Row("c: A vs C (ordering)", "", "", "—", "disagrees (opposite order)", compared="c/A;c/C"),
-            Row("c: B vs C (ordering)", "", "", "—", "inconclusive (intervals overlap)", compared="c/B;c/C"),
-            Row("d: A vs B (ordering)", "", "", "—", "inconclusive (fewer than 3 seeds: 2 and 2)",
+            Row("c: A vs C (ordering)", "", "", "—", "differs (opposite order)", compared="c/A;c/C"),
+            Row("c: B vs C (ordering)", "", "", "—", "not resolved (no significant order)", compared="c/B;c/C"),
+            Row("d: A vs B (ordering)", "", "", "—", "shown (n = 2, 2: no verdict below 3 seeds)",
                 compared="d/A;d/B"),
-            Row("x1", "", "", "", "within ±", welch="consistent (Welch p = 0.4, Holm 0.8)"),
-            Row("x2", "", "", "", "within ±"), Row("y", "", "", "", "outside ±", welch="differs (Welch p = 0.001, Holm "
-                                                                                     "0.002)"),
-            Row("e", "", "", "", "equal"), Row("f", "", "", "", "differs"),
-            Row("claim 1", "", "", "—", "agrees"), Row("claim 2", "", "", "—", "disagrees (B ahead of A)"),
-            Row("claim 3", "", "", "—", "inconclusive (fewer than 3 seeds: A 2)"),
+            Row("x1", "", "", "", "agrees (equivalent)", source="x1", paper_number=_PN, protocol="same"),
+            Row("x2", "", "", "", "not resolved at n = 3 (gap +1)", source="x2", paper_number=_PN, protocol="same"),
+            Row("y", "", "", "", "differs (gap +5)", source="y", paper_number=_PN, protocol="deviates"),
+            Row("e", "", "", "", "agrees (equivalent)", source="e", paper_number=_PN, protocol="deviates"),
+            Row("f", "", "", "", "shown (n = 1: no verdict below 3 seeds)", source="f", paper_number=_PN),
+            Row("g", "", "", "", "stale (protocol corrected)", source="g"),
+            Row("claim 1", "", "", "—", "agrees"), Row("claim 2", "", "", "—", "differs (B ahead of A)"),
+            Row("claim 3", "", "", "—", "not resolved (no significant order after Holm)"),
+            Row("claim 4", "", "", "—", "shown (fewer than 3 seeds: A 2; no verdict)"),
             Row("s1", "", "", "", "not comparable (medium run: 20 rounds)"),
             Row("n1", "", "", "", "not run (data not available: cifar10)"),
             Row("n2", "", "", "", "not run (algorithm not in the toolkit)"),
@@ -71,42 +77,48 @@ def test_headline_counts_follow_the_captions():
                ("t3", "CLoVE", "synthetic / theory", rows)]
     tables = _tables(headline_markdown(tally(entries), [], "medium"))
     real = tables["Real data and stored paper-scale runs"][0]
-    # c/A, c/B, c/C (orderings with 3+ seeds) and the five numbers held to the paper (x1, x2, y, e, f)
-    assert real["published numbers compared"] == "8"
-    assert (real["within ±"], real["outside ±"], real["equal / differs"]) == ("2", "1", "1 / 1")
-    assert real["Welch consistent / differs"] == "1 / 1"  # x1 and y; x2 has no test (fewer than 3 seeds)
-    assert real["orderings agree / disagree / inconclusive"] == "1 / 1 / 2"
-    assert real["claims agree / disagree / inconclusive"] == "1 / 1 / 1"
+    # c/A, c/B, c/C (orderings with 3+ seeds) and the four numbers tested with 3+ seeds (x1, x2, y, e)
+    assert real["published numbers tested"] == "7"
+    assert real["at the paper's setting: agree / differ / not resolved"] == "1 / 0 / 1"  # x1, x2
+    assert real["near the paper: agree / differ / not resolved"] == "1 / 1 / 0"  # e, y
+    assert real["shown (n < 3) / stale / suspect"] == "1 / 1 / 0"  # f, g
+    assert real["orderings agree / differ / not resolved"] == "1 / 1 / 1"
+    assert real["claims agree / differ / not resolved"] == "1 / 1 / 1"
     assert real["shown only (reduced setting)"] == "1"
     assert "1: data not available" in real["not run, and why"] and "1: algorithm not in the toolkit" in \
         real["not run, and why"]
     stand = tables["Stand-in runs (8x8 digits in place of MNIST)"][0]
-    # the stand-in is a different data set: its numbers are shown, never held to the paper's ± (x1 .. f included)
-    assert stand["stand-in numbers (shown, never compared)"] == "6"
-    assert stand["orderings agree / disagree / inconclusive"] == "1 / 1 / 2"
-    assert stand["claims agree / disagree / inconclusive"] == "1 / 1 / 1"
+    # the stand-in is a different data set: its numbers are shown, never tested against the paper's (x1 .. g)
+    assert stand["stand-in numbers (shown, never compared)"] == "7"
+    assert stand["orderings agree / differ / not resolved"] == "1 / 1 / 1"
+    assert stand["claims agree / differ / not resolved"] == "1 / 1 / 1"
     synth = tables["Synthetic experiments and theory"][0]
     assert synth["bounds hold / violated / vacuous / assumptions not met"] == "1 / 0 / 1 / 0"
     assert synth["findings"] == "1"
-    assert synth["claims agree / disagree / inconclusive"] == "1 / 1 / 1"
+    assert synth["claims agree / differ / not resolved"] == "1 / 1 / 1"
 
 
 def test_one_published_value_under_two_protocols_is_one_number_compared():
     src = "IFCA Table I: IFCA / Rotated MNIST (m,n)=(2400,100) (paper 001, line 278)"
-    rows = [record(Row("T-I / IFCA", "95.05 ± 0.02", "94.08", "", "outside ±", source=src)),
-            record(Row("T-I / IFCA [IFCA's test]", "95.05 ± 0.02", "93.89", "", "outside ±", source=src)),
-            record(Row("T-I / Global", "88.65 ± 0.08", "88.60", "", "within ±",
-                       source=src.replace("IFCA /", "global /")))]
+    pn = (95.05, 0.02, 2, 5, "unstated")
+    rows = [record(Row("T-I / IFCA [own test]", "95.05 ± 0.02", "94.08", "", "differs (gap -1)", source=src,
+                       paper_number=pn, protocol="same", counted=False)),
+            record(Row("T-I / IFCA", "95.05 ± 0.02", "93.89", "", "not resolved at n = 3", source=src,
+                       paper_number=pn, protocol="same")),
+            record(Row("T-I / Global", "88.65 ± 0.08", "88.60", "", "agrees (equivalent)",
+                       source=src.replace("IFCA /", "global /"), paper_number=pn, protocol="same"))]
     real = _tables(headline_markdown(tally([("t", "IFCA", "stored paper-scale runs", rows)]), [], "medium"))[
         "Real data and stored paper-scale runs"][0]
-    assert real["published numbers compared"] == "2"
-    assert (real["within ±"], real["outside ±"]) == ("1", "2")  # rows: each protocol keeps its verdict
+    assert real["published numbers tested"] == "2"
+    # each value once, by its counted row: the second protocol's row is shown, not counted
+    assert real["at the paper's setting: agree / differ / not resolved"] == "1 / 0 / 1"
 
 
 def test_classes_of_the_verdict_words():
     assert classify({"verdict": "agrees (same order)", "compared": "c/A;c/B"}) == "ordering"
     assert classify({"verdict": "agrees", "compared": ""}) == "claim"
-    assert classify({"verdict": "within ±", "compared": ""}) == "within"
+    assert classify({"verdict": "not resolved at n = 3 (gap +1)", "compared": "", "number": True}) == "number"
+    assert classify({"verdict": "not resolved (no significant order)", "compared": ""}) == "claim"
     assert classify({"verdict": "finding (significant rise: both)", "compared": ""}) == "finding"
     assert classify({"verdict": "assumptions not met (numerically: holds)", "compared": ""}) == "theory"
 
@@ -129,17 +141,18 @@ def test_a_claim_of_one_order_reads_as_the_ordering_row(seed):
 
 def test_two_seeds_never_decide_a_claim():
     big = {"IFCA": [0.9, 0.91], "Global": [0.1, 0.12], "Local": [0.2, 0.21]}
-    assert order_claim(big, [("IFCA", "Global"), ("IFCA", "Local")]).startswith("inconclusive (fewer than 3")
-    assert level_claim({"x": [0.0, 0.0]}, 0.5, below=True).startswith("inconclusive (fewer than 3")
-    assert equal_claim({"x": [1.0, 1.0]}, 1.0).startswith("inconclusive (fewer than 3")
+    assert order_claim(big, [("IFCA", "Global"), ("IFCA", "Local")]).startswith("shown (fewer than 3")
+    assert level_claim({"x": [0.0, 0.0]}, 0.5, below=True).startswith("shown (fewer than 3")
+    assert equal_claim({"x": [1.0, 1.0]}, 1.0, margin=0.1).startswith("shown (fewer than 3")
     three = {"IFCA": [0.9, 0.91, 0.92], "Global": [0.1, 0.12, 0.11], "Local": [0.2, 0.21, 0.22]}
     assert order_claim(three, [("IFCA", "Global"), ("IFCA", "Local")]) == "agrees"
-    assert order_claim(three, [("Global", "IFCA")]).startswith("disagrees")
+    assert order_claim(three, [("Global", "IFCA")]).startswith("differs")
     assert level_claim({"x": [0.0, 0.01, 0.0]}, 0.5, below=True) == "agrees"
-    assert level_claim({"x": [0.9, 0.91, 0.9]}, 0.5, below=True).startswith("disagrees")
-    assert equal_claim({"x": [1.0, 1.0, 1.0]}, 1.0).startswith("agrees")
-    assert equal_claim({"x": [3.0, 4.0, 4.0]}, 3.0).startswith("agrees")  # not significantly different: a tie
-    assert equal_claim({"x": [4.0, 4.0, 4.0]}, 3.0).startswith("disagrees")
+    assert level_claim({"x": [0.9, 0.91, 0.9]}, 0.5, below=True).startswith("differs")
+    assert equal_claim({"x": [1.0, 1.0, 1.0]}, 1.0, margin=0.1).startswith("agrees")
+    # not significantly different is no agreement: equality needs equivalence within the stated margin
+    assert equal_claim({"x": [3.0, 4.0, 4.0]}, 3.0, margin=0.5).startswith("not resolved")
+    assert equal_claim({"x": [4.0, 4.0, 4.0]}, 3.0, margin=0.5).startswith("differs")
 
 
 # -- status files ----------------------------------------------------------------------------------------------
@@ -200,8 +213,9 @@ def test_a_quick_headline_points_to_the_real_data_and_shows_the_stored_rows(tmp_
     targets = load_targets()
     folder = tmp_path / "measured-runs"
     folder.mkdir()
-    rows = [Row("IFCA Table I: IFCA / Rotated MNIST (m,n)=(2400,100) [stored run]", "94.20 ± 0.03", "94.21 (n=1)",
-                "+0.01", "within ±")]
+    rows = [Row("IFCA Table I: IFCA / Rotated MNIST (m,n)=(2400,100) [stored run]", "94.20 ± 0.03",
+                "94.21 ± 0.01 (n=3)", "+0.01", "agrees (equivalent within ±0.035)", source="IFCA Table I: x",
+                paper_number=(94.20, 0.03, 2, 5, "unstated"), protocol="same")]
     from figures.compare import write_rows
 
     write_rows(rows, folder / "comparison.csv")
@@ -210,9 +224,10 @@ def test_a_quick_headline_points_to_the_real_data_and_shows_the_stored_rows(tmp_
                                        {"rows": [record(r) for r in rows], "run_size": "quick"})
     text = headline(tmp_path, targets, "quick", statuses)
     assert "Where the real-data verdicts are" in text and "--size medium" in text and MEDIUM_RECORD in text
-    assert "### Stored paper-scale rows" in text and "94.21 (n=1)" in text
+    assert "### Stored paper-scale rows" in text and "94.21 ± 0.01 (n=3)" in text
     paper = _tables(text)["Real data and stored paper-scale runs"]
-    assert [(r["data"], r["within ±"]) for r in paper] == [("stored paper-scale runs", "1")]
+    assert [(r["data"], r["at the paper's setting: agree / differ / not resolved"]) for r in paper] == \
+        [("stored paper-scale runs", "1 / 0 / 0")]
     assert "Where the real-data verdicts are" not in headline(tmp_path, targets, "medium", statuses)
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from figures.compare import Row
 from figures.headline import data_kind, tally
+from figures.headline import row_record as record
 from figures.measured import load_runs, load_stores, measured_rows, readme_commands, store_rows
 from figures.published import Published
 from figures.registry import Context
@@ -42,11 +43,13 @@ def test_welch_and_holm():
 def test_compare_pair_verdicts():
     hi, lo = [0.9, 0.91, 0.92], [0.5, 0.52, 0.51]
     assert compare_pair(1, hi, lo, 1e-4).startswith("agrees")
-    assert compare_pair(-1, hi, lo, 1e-4).startswith("disagrees")
-    assert compare_pair(1, hi, lo, 0.2) == "inconclusive (intervals overlap)"
-    assert compare_pair(0, hi, hi, 1.0).startswith("agrees (tie")  # tie in the paper, overlapping intervals
-    assert compare_pair(0, hi, lo, 1e-4).startswith("disagrees")
-    assert compare_pair(1, hi[:2], lo[:2], 1e-4).startswith("inconclusive (fewer than 3 seeds")
+    assert compare_pair(-1, hi, lo, 1e-4).startswith("differs (opposite order")
+    assert compare_pair(1, hi, lo, 0.2).startswith("not resolved (no significant order")
+    # a paper tie agrees only when shown equivalent, never because the difference test is not significant
+    assert compare_pair(0, hi, hi, 1.0, p_equivalent=0.01, margin=0.1).startswith("agrees (a tie in the paper")
+    assert compare_pair(0, hi, hi, 1.0, p_equivalent=0.3, margin=0.1).startswith("not resolved (a tie")
+    assert compare_pair(0, hi, lo, 1e-4).startswith("differs (the paper ties")
+    assert compare_pair(1, hi[:2], lo[:2], 1e-4).startswith("shown (n = 2, 2")
 
 
 def test_ordering_rows_tie_is_agreement_and_lower_better():
@@ -54,7 +57,7 @@ def test_ordering_rows_tie_is_agreement_and_lower_better():
             "IFCA": _pub("IFCA", "0.50", "0.10")}
     samples = {"CFL": [1.0, 1.0, 1.0], "CLoVE": [1.0, 1.0, 1.0], "IFCA": [0.4, 0.6, 0.5, 0.45]}
     rows = {r.item.split(": ")[1]: r for r in ordering_rows("cell", pubs, samples)}
-    assert rows["CFL vs CLoVE (ordering)"].verdict.startswith("agrees (tie")
+    assert rows["CFL vs CLoVE (ordering)"].verdict.startswith("agrees (a tie in the paper, equivalent")
     assert rows["CFL vs IFCA (ordering)"].verdict == "agrees (same order)"
     assert rows["CFL vs IFCA (ordering)"].compared == "cell/CFL;cell/IFCA"
     # a loss: the paper's lower value is the better one
@@ -62,7 +65,7 @@ def test_ordering_rows_tie_is_agreement_and_lower_better():
     rows = ordering_rows("loss", pubs, {"A": [0.010, 0.011, 0.012], "B": [0.030, 0.031, 0.033]}, higher_better=False)
     assert rows[0].verdict == "agrees (same order)" and "A < B" in rows[0].paper
     rows = ordering_rows("loss", pubs, {"A": [0.030, 0.031, 0.033], "B": [0.010, 0.011, 0.012]}, higher_better=False)
-    assert rows[0].verdict == "disagrees (opposite order)"
+    assert rows[0].verdict == "differs (opposite order)"
 
 
 def test_headline_counts_the_rows_of_each_comparison_system():
@@ -70,31 +73,34 @@ def test_headline_counts_the_rows_of_each_comparison_system():
 
     recs = [{"item": "LS1: FedAvg vs FedProto (ordering)", "verdict": "agrees (same order)", "compared": ""},
             {"item": "LS1 / FedPAC", "verdict": "not comparable (quick run)", "compared": ""},
-            {"item": "LS1 / Per-FedAvg", "verdict": "within ±", "compared": ""}]
+            {"item": "LS1 / Per-FedAvg", "verdict": "not resolved at n = 3 (gap +0.1)", "compared": "",
+             "number": True}]
     rows = system_rows([("t", "CLoVE", "real data", recs)])
     assert set(rows) == set(COMPARISON_SYSTEMS)
     assert rows["FedProto"] == {"agrees": 1} and rows["FedPAC"] == {"not comparable": 1}
-    assert rows["Per-FedAvg"] == {"within ±": 1} and sum(rows["k-FED"].values()) == 0
+    assert rows["Per-FedAvg"] == {"not resolved": 1} and sum(rows["k-FED"].values()) == 0
     text = headline_markdown({}, [], "quick", rows)
     assert "FedProto 1 (1 agrees)" in text and "k-FED 0;" in text
 
 
 def test_headline_counts_stand_in_apart():
     order = [Row("c: A vs B (ordering)", "", "", "—", "agrees (same order)", compared="c/A;c/B"),
-             Row("c: A vs C (ordering)", "", "", "—", "inconclusive (intervals overlap)", compared="c/A;c/C"),
-             Row("d: A vs B (ordering)", "", "", "—", "inconclusive (fewer than 3 seeds: 2 and 2)",
+             Row("c: A vs C (ordering)", "", "", "—", "not resolved (no significant order)", compared="c/A;c/C"),
+             Row("d: A vs B (ordering)", "", "", "—", "shown (n = 2, 2: no verdict below 3 seeds)",
                  compared="d/A;d/B"),
-             Row("x", "", "", "", "within ±"), Row("y", "", "", "", "outside ±"),
+             Row("x", "", "", "", "agrees (equivalent)", source="x", paper_number=(1.0, 0.1, 1, 3, "unstated")),
+             Row("y", "", "", "", "differs (gap +3)", source="y", paper_number=(1.0, 0.1, 1, 3, "unstated")),
              Row("z", "", "", "", "not run (algorithm not in the toolkit)"),
              Row("w", "", "", "", "not comparable (quick run: 8x8 digits)")]
-    recs = [{"item": r.item, "verdict": r.verdict, "compared": r.compared} for r in order]
+    recs = [record(r) for r in order]
     t = tally([("t1", "CLoVE", data_kind("nets", "medium"), recs), ("t2", "CLoVE", data_kind("nets", "quick"), recs)])
     real, stand = t[("CLoVE", "real data")], t[("CLoVE", "stand-in (8x8 digits)")]
     assert len(real.compared) == 5  # A, B, C of cell c (3 seeds) and the two numeric rows; cell d has < 3 seeds
-    assert (real.within, real.outside, real.order["agrees"], real.order["inconclusive"]) == (1, 1, 1, 2)
+    assert (real.count("agrees"), real.count("differs"), real.order["agrees"], real.order["not resolved"]) == \
+        (1, 1, 1, 1)
     assert real.not_run["algorithm not in the toolkit"] == 1 and real.shown == 1
-    # counted under its own line: the stand-in's numbers are shown only, never held to the paper's ±
-    assert len(stand.compared) == 3 and (stand.within, stand.outside, stand.shown) == (0, 0, 3)
+    # counted under its own line: the stand-in's numbers are shown only, never tested against the paper's
+    assert len(stand.compared) == 3 and not stand.numbers and stand.shown == 3
     assert data_kind("measured", "quick") == "stored paper-scale runs"
     assert data_kind("synthetic", "medium") == "synthetic / theory"
 
@@ -102,7 +108,8 @@ def test_headline_counts_stand_in_apart():
 def test_measured_reader_finds_the_ifca_run(tmp_path):
     rows, table = measured_rows()
     ifca = [t for t in table if t["paper"] == "IFCA" and t["artifact"] == "Table I"]
-    assert ifca and ifca[0]["verdict"] in ("within ±", "outside ±") and ifca[0]["seeds"] >= 1
+    # a single run is shown with its n, never given a verdict
+    assert ifca and ifca[0]["verdict"].startswith("shown (n = 1") and ifca[0]["seeds"] >= 1
     assert ifca[0]["command"].startswith("python -m nets run")
     # a new file needs nothing but itself and its README line; files differing in the seed are pooled
     rec = json.loads(next(Path("figures/measured").glob("ifca_table1_*.json")).read_text())
@@ -123,7 +130,7 @@ def test_stored_fig3_sweep_is_a_paper_scale_row(tmp_path):
     rows = store_rows()
     curves = [r for r in rows if "ifca_fig3a_full_code" in r.item and "σ=" in r.item]
     assert len(curves) == 4 and all(r.item.startswith("IFCA Fig. 3(a)") for r in curves)
-    assert all(r.verdict in ("agrees", "disagrees") or r.verdict.startswith("inconclusive") for r in curves)
+    assert all(r.verdict.split(" (")[0] in ("agrees", "differs", "not resolved") for r in curves)
     assert all("800 data seeds" in r.note and "synth sweep" in r.note for r in curves)
     # a copy of that store whose successes fall with R must disagree: the verdict reads the trials
     src = next(s for s in load_stores() if s["folder"] == "ifca_fig3a_full_code")["store"]
@@ -137,7 +144,7 @@ def test_stored_fig3_sweep_is_a_paper_scale_row(tmp_path):
             rec["result"]["success_code_rule"] = rec["params"]["R"] < 0.3
             out.write(json.dumps(rec) + "\n")
     falling = [r for r in store_rows(tmp_path) if "σ=" in r.item]
-    assert len(falling) == 4 and all(r.verdict == "disagrees" for r in falling)
+    assert len(falling) == 4 and all(r.verdict.startswith("differs") for r in falling)
     assert all("not in figures/measured/README.md" in r.note for r in falling)  # no README beside the copy
 
 
@@ -221,9 +228,9 @@ def test_untrained_models_give_no_agreement():
     pubs = {"A": _pub("A", "80.0", "3.0"), "B": _pub("B", "79.5", "3.5"), "C": _pub("C", "60.0", "1.0")}
     low = {"A": [0.07, 0.09, 0.05], "B": [0.06, 0.08, 0.07], "C": [0.06, 0.05, 0.07]}
     plain = {r.item: r.verdict for r in ordering_rows("F", pubs, low, 100.0)}
-    assert plain["F: A vs B (ordering)"].startswith("agrees (tie")  # overlapping intervals, tie in the paper
+    assert plain["F: A vs B (ordering)"].startswith("agrees (a tie")  # equivalent within the tie's width
     guarded = ordering_rows("F", pubs, low, 100.0, trained_above=0.2)
-    assert all(r.verdict.startswith("inconclusive (models barely trained") for r in guarded)
+    assert all(r.verdict.startswith("not resolved (models barely trained") for r in guarded)
     assert all(r.compared for r in guarded)  # still counted as compared: >= 3 seeds of each
     high = {k: [v + 0.7 for v in vs] for k, vs in low.items()}
     assert [r.verdict for r in ordering_rows("F", pubs, high, 100.0, trained_above=0.2)] == \
@@ -233,7 +240,7 @@ def test_untrained_models_give_no_agreement():
 def test_same_seed_values_give_no_order():
     rng = np.random.default_rng(0)
     x = list(rng.normal(size=5))
-    assert compare_pair(1, x, x, welch(x, x)[3]) == "inconclusive (intervals overlap)"
+    assert compare_pair(1, x, x, welch(x, x)[3]).startswith("not resolved")
 
 
 def test_cfl_settings_reach_every_cfl_point(tmp_path, monkeypatch):
