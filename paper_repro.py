@@ -72,6 +72,61 @@ def _parser(targets):
     return parser
 
 
+# flags of the paper-scale campaign, and those it ignores (its runs, sizes and outputs are the campaign's own)
+_CAMPAIGN_ONLY = {"budget_hours": "--budget-hours", "hours": "--hours", "cells": "--cells"}
+_SETTINGS = "it runs the papers' settings"
+_NOT_WITH_CAMPAIGN = {"out": "--out (its runs go to figures/measured/<folder>/)",
+                      "only": "--only (it chooses cells: --cells)", "size": f"--size ({_SETTINGS})",
+                      "quick": f"--quick ({_SETTINGS})", "full": f"--full ({_SETTINGS})", "tiny": "--tiny",
+                      "list": "--list", "backend": "--backend (its runs use joblib's processes)",
+                      "scheduler": "--scheduler", "cfl": "--cfl (its CFL runs use the targets' settings)",
+                      "progress": "--progress"}
+# Resident memory of one worker process with torch, the networks and the trial functions imported, before its run's
+# data (measured: 411 MiB peak RSS on the 2-core EPYC, torch 2.13 CPU); a synthetic worker: synth.cost.WORKER_BYTES
+NETS_WORKER_BYTES = 420 * 2**20
+
+
+def _check_combination(args, given: dict[str, str]) -> None:
+    """Refuse a flag that the chosen mode would ignore (one line naming it): the campaign's flags without
+    ``--campaign``, a run's outputs and sizes with it, ``--hours`` and ``--n-jobs`` with ``--campaign plan`` (it
+    runs nothing in parallel and starts no run)."""
+    from synth.cli import UsageError
+
+    if args.campaign is None:
+        for dest, flag in _CAMPAIGN_ONLY.items():
+            if dest in given:
+                raise UsageError(f"paper_repro.py: error: {flag} applies only with --campaign plan|run")
+        return
+    for dest, flag in _NOT_WITH_CAMPAIGN.items():
+        if dest in given:
+            raise UsageError(f"paper_repro.py: error: {flag.split(' (')[0]} does not apply to --campaign, which would "
+                             f"ignore it{' (' + flag.split(' (', 1)[1] if ' (' in flag else ''}")
+    if args.campaign == "plan":
+        for dest, flag in (("hours", "--hours"), ("n_jobs", "--n-jobs")):
+            if dest in given:
+                raise UsageError(f"paper_repro.py: error: {flag} applies only to --campaign run (plan times the "
+                                 "cells one at a time and starts no run)")
+
+
+def _workers(n_jobs: int, nets: bool) -> int:
+    """Worker processes for ``n_jobs`` (-1: every core): at most the cores (more only wait for them, and each holds
+    an interpreter; one warning line when capped), refused when their memory alone exceeds what a run may use
+    (:func:`synth.cost.check_memory`, naming the numbers)."""
+    from synth.cost import WORKER_BYTES, check_memory, format_bytes
+
+    cores = os.cpu_count() or 1
+    workers = cores if n_jobs == -1 else n_jobs
+    if workers > cores:
+        print(f"paper_repro.py: warning: --n-jobs {workers} is more than this machine's {cores} cores: "
+              f"{cores} workers", file=sys.stderr, flush=True)
+        workers = cores
+    each = NETS_WORKER_BYTES if nets else WORKER_BYTES
+    if workers > 1:
+        check_memory(workers * each, f"--n-jobs {workers} ({workers} worker processes of about {format_bytes(each)} "
+                     f"each{', torch imported' if nets else ''}, before their runs' data)", hint="lower --n-jobs")
+    return workers
+
+
 def _n_jobs(text: str) -> int:
     from synth.cli import UsageError
 
@@ -139,7 +194,9 @@ def _main(argv) -> int:
     from synth.cli import UsageError
 
     targets = load_targets()
-    args = _parser(targets).parse_args(argv)
+    parser = _parser(targets)
+    args = parser.parse_args(argv)
+    _check_combination(args, parser.given_options(argv))
     n_jobs = _n_jobs(args.n_jobs)
     if args.campaign is not None:
         return _campaign(args, n_jobs, argv)
@@ -150,7 +207,9 @@ def _main(argv) -> int:
         raise UsageError("paper_repro.py: error: --out must name a folder, got an empty string")
     cfl = _cfl(args.cfl)
     size = args.size or ("full" if args.full else "tiny" if args.tiny else "quick")
-    if n_jobs == -1:
+    if not args.list:
+        n_jobs = _workers(n_jobs, any(targets[n].kind == "nets" for n in names))
+    elif n_jobs == -1:
         n_jobs = os.cpu_count() or 1
     device = _device(args.device)
     ctx = Context(out=Path(args.out), size=size, n_jobs=n_jobs, backend=args.backend, device=device,
@@ -229,8 +288,7 @@ def _campaign(args, n_jobs: int, argv) -> int:
     # the cell names come from the manifest (milliseconds; collecting the runs takes a minute): a name matching no
     # cell is refused before any work, and before the manifest is rewritten
     campaign.check_cells(only, campaign.known_cells(), "--cells")
-    if n_jobs == -1:
-        n_jobs = os.cpu_count() or 1
+    n_jobs = _workers(n_jobs, nets=True) if args.campaign == "run" else 1
     command = "python paper_repro.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     # the campaign runs on the CPU unless --device cuda names a GPU torch sees (auto keeps the CPU's budget and order)
     device = "cuda" if args.device == "cuda" and _device("cuda") == "cuda" else "cpu"

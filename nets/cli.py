@@ -56,10 +56,29 @@ def _configure_run(sub: argparse.ArgumentParser, looped: bool = True) -> None:
     sub.add_argument("--history", action="store_true", help="include per-round metrics in the output")
 
 
+# flags that size every algorithm's run: the local models' and SR-FCA's trimmed-mean steps default to --rounds x
+# --local-steps, and --step-size is every estimator's step size
+_EVERY_ALGO = ("rounds", "local_steps", "step_size")
+
+
+def algo_flags(algo: str) -> frozenset[str]:
+    """The ``nets run`` flags that set a hyper-parameter of ``--algo algo``: those of the hyper-parameters its
+    estimator declares (``_parameter_constraints``, through :data:`nets.experiment.FLAG_OF_HYPER`), and
+    :data:`_EVERY_ALGO`."""
+    from .algorithms import hyper_parameters
+    from .experiment import FLAG_OF_HYPER
+
+    return frozenset(f for f in (*(FLAG_OF_HYPER.get(h) for h in hyper_parameters(algo)), *_EVERY_ALGO) if f)
+
+
 def _run(args: argparse.Namespace) -> int:
+    from synth.cli import check_algo_flags
+
+    from .algorithms import ALGOS
     from .experiment import PARAMS, run_experiment
 
     params = {k: v for k, v in vars(args).items() if k in PARAMS}
+    check_algo_flags(params, str(params.get("algo", PARAMS["algo"].default)), algo_flags, "python -m nets run", ALGOS)
     algo_params = dict(args.algo_params)
     if len(algo_params) < len(args.algo_params):
         keys = [k for k, _ in args.algo_params]

@@ -8,20 +8,48 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterable, Sequence
 
 from .errors import UsageError, run_main
 from .store import StoreError
 from .validation import did_you_mean
 
-__all__ = ["CleanParser", "UsageError", "json_safe", "main", "print_record", "register_command"]
+__all__ = ["ESTIMATOR_OF", "CleanParser", "UsageError", "algo_flags", "check_algo_flags", "json_safe", "main",
+           "print_record", "register_command"]
 
 # name -> (configure(subparser), run(args) -> exit code); later modules (sweeps, reports) add theirs
 _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
 
 
 class CleanParser(argparse.ArgumentParser):
-    """argparse that reports mistakes as one line (with a did-you-mean hint) instead of usage + traceback."""
+    """argparse that reports mistakes as one line (with a did-you-mean hint) instead of usage + traceback, and
+    refuses a flag given twice (argparse would keep the last value without a word)."""
+
+    def parse_known_args(self, args=None, namespace=None):  # noqa: D102 - argparse API (subparsers call it too)
+        args = sys.argv[1:] if args is None else list(args)
+        self.given_options(args)
+        return super().parse_known_args(args, namespace)
+
+    def given_options(self, argv: Sequence[str]) -> dict[str, str]:
+        """``dest -> flag`` for every option of this parser that ``argv`` gives (up to a ``--``); a UsageError for
+        an option given twice, under one spelling or two (``--eps1`` and ``--cfl-eps1``).  Repeatable options
+        (``action="append"``) and help are left out."""
+        seen: dict[str, str] = {}
+        for token in argv:
+            if token == "--":
+                break
+            if not token.startswith("-"):
+                continue
+            flag = token.split("=", 1)[0] if token.startswith("--") else token
+            action = self._option_string_actions.get(flag)
+            if action is None or isinstance(action, _REPEATABLE):
+                continue
+            if action.dest in seen:
+                also = "" if seen[action.dest] == flag else f" (as {seen[action.dest]} and {flag}, one flag)"
+                raise UsageError(f"{self.prog}: error: {flag} given twice{also}; give it once")
+            seen[action.dest] = flag
+        return seen
 
     def error(self, message: str):  # noqa: D401 - argparse API
         if "unrecognized arguments:" in message:
@@ -32,6 +60,10 @@ class CleanParser(argparse.ArgumentParser):
         elif "invalid choice:" in message:
             message = message.replace("\n", " ")
         raise UsageError(f"{self.prog}: error: {message}")
+
+
+_REPEATABLE = (argparse._AppendAction, argparse._AppendConstAction, argparse._CountAction, argparse._HelpAction,
+               argparse._VersionAction)
 
 
 def _all_options(parser: argparse.ArgumentParser) -> list[str]:
@@ -92,6 +124,10 @@ def _run(args: argparse.Namespace) -> int:
     from .experiment import PARAMS, run_experiment
 
     params = {k: v for k, v in vars(args).items() if k in PARAMS}
+    # --rounds also sets the split regime's halves (IFCA's 2T split), whatever the algorithm
+    given = [k for k in params if not (k == "rounds" and params.get("regime") == "split")]
+    check_algo_flags(given, str(params.get("algo", PARAMS["algo"].default)), algo_flags, "python -m synth run",
+                     ESTIMATOR_OF)
     try:
         with work_ceiling(args.max_hours):
             record = run_experiment(params, history=args.history)
@@ -113,7 +149,7 @@ def _run(args: argparse.Namespace) -> int:
 FLAG_OF = {
     "*": {"n_rounds": "rounds"},
     "pacfl": {"n_subspace": "pacfl_p", "distance_threshold": "pacfl_threshold", "proximity": "pacfl_proximity",
-              "linkage": "pacfl_linkage"},
+              "linkage": "pacfl_linkage", "hc_linkage": "pacfl_linkage"},
     "kfed": {"local_clusters": "kfed_local_clusters", "awasthi_sheffet": "kfed_awasthi_sheffet",
              "margin": "kfed_margin"},
     "flexcfl": {"alpha": "flexcfl_alpha", "pretrain_steps": "flexcfl_pretrain", "eta": "flexcfl_eta",
@@ -126,6 +162,53 @@ FLAG_OF = {
 }
 # flags that scale a run's numbers besides the estimator's own (the data: theta*'s norm, noise, regularisation)
 DATA_SCALE = ("R", "sigma", "reg")
+# the estimator class of synth.algorithms behind each --algo (nets.algorithms.ALGOS names the same classes; a test
+# holds the two equal)
+ESTIMATOR_OF = {"ifca": "IFCA", "global": "GlobalModel", "local": "LocalModels", "oneshot-kmeans": "OneShotKMeans",
+                "local-kmeans": "LocalKMeans", "srfca": "SRFCA", "clove": "CLoVE", "cfl": "CFL",
+                "oneshot-ifca": "OneShotIFCA", "kfed": "KFED", "pacfl": "PACFL", "flexcfl": "FlexCFL", "fesem": "FeSEM",
+                "fedsoft": "FedSoft", "perfedavg": "PerFedAvg", "fedproto": "FedProto", "fedpac": "FedPAC",
+                "fedala": "FedALA"}
+# hyper-parameters that synth.experiment.ALGORITHMS sets itself for an --algo, whatever its flag says (FedAvg, CFL,
+# Per-FedAvg and FedALA start from zero models)
+_FIXED_BY_BUILDER = {"global": ("init",), "cfl": ("init",), "perfedavg": ("init",), "fedala": ("init",)}
+# run flags that are no estimator's hyper-parameter but shape one algorithm's construction: the ball init's alpha
+# (IFCA Assumption 1; CLoVE's --init ball), CLoVE's choice of k
+_BUILDER_FLAGS = {"ifca": ("alpha",), "clove": ("alpha", "k_selection")}
+
+
+def algo_flags(algo: str) -> frozenset[str]:
+    """The ``synth run`` flags (keys of :data:`synth.experiment.PARAMS`) that set a hyper-parameter of ``--algo
+    algo``: those its estimator declares (``_parameter_constraints``, through :data:`FLAG_OF`), less those the
+    builder fixes, plus the builder's own flags of that algorithm."""
+    import synth.algorithms as algorithms
+
+    from .experiment import PARAMS
+
+    declared = getattr(algorithms, ESTIMATOR_OF[algo])._parameter_constraints
+    fixed = _FIXED_BY_BUILDER.get(algo, ())
+    keys = {FLAG_OF.get(algo, {}).get(h) or FLAG_OF["*"].get(h) or h for h in declared if h not in fixed}
+    return frozenset(k for k in (*keys, *_BUILDER_FLAGS.get(algo, ())) if k in PARAMS)
+
+
+def check_algo_flags(given: Iterable[str], algo: str, flags_of: Callable[[str], frozenset[str]], prog: str,
+                     algos: Iterable[str]) -> None:
+    """Refuse (UsageError, one line) a flag of ``given`` (parameter names) that sets a hyper-parameter of some
+    algorithm of ``algos`` (``flags_of(a)``) but not of ``algo``: the run would ignore it without a word.  Flags of
+    no algorithm in particular (the data, the seed, the run's size) always apply."""
+    algos = list(algos)
+    if algo not in algos:
+        return  # the parameter check names the unknown algorithm
+    own = flags_of(algo)
+    for key in given:
+        if key in own:
+            continue
+        owners = [a for a in algos if key in flags_of(a)]
+        if owners:
+            whose = f"--algo {', '.join(owners)}" if len(owners) <= 4 else f"{len(owners)} other algorithms"
+            mine = ", ".join(sorted("--" + k.replace("_", "-") for k in own)) or "none"
+            raise UsageError(f"{prog}: error: --{key.replace('_', '-')} is a flag of {whose}, not of --algo {algo}, "
+                             f"which would ignore it (its flags: {mine}); drop it or choose another algorithm")
 
 
 def flag_of(algo: str, name: str) -> str | None:

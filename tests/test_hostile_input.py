@@ -722,8 +722,8 @@ def test_estimator_errors_and_divergence_name_the_run_flags(capsys):
         code = synth_main([*small, "--family", "logistic", "--reg", "1e300"])
     err = capsys.readouterr().err
     _one_line(code, err, "diverged", "with --reg 1e+300", "lower --reg")
-    _one_line(synth_main([*small, "--algo", "local", "--n", "2", "--d", "5"]), capsys.readouterr().err,
-              "--local gd")
+    _one_line(synth_main(["run", "--K", "2", "--clients-per-cluster", "3", "--n", "2", "--d", "5", "--algo", "local"]),
+              capsys.readouterr().err, "--local gd")
 
 
 def test_a_repeated_cfl_key_is_refused():

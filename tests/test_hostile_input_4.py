@@ -387,3 +387,154 @@ def test_a_diverged_global_model_is_not_called_ifca(capsys):
     code = synth_main(["run", "--algo", "ifca", "--n-init", "3", "--K", "2", "--clients-per-cluster", "3", "--n", "20",
                        "--d", "3", "--rounds", "3", "--step-size", "1e30"])
     _one_line(code, capsys.readouterr().err, "all 3 IFCA runs diverged")
+
+
+# -- item 12: a flag given twice, or one the run would ignore, is refused ----------------------------------------------
+
+def _mains():
+    pytest.importorskip("torch")
+    import paper_repro
+    from nets.cli import main as nets_main
+    from synth.cli import main as synth_main
+    from theory.cli import main as theory_main
+
+    return {"synth": synth_main, "nets": nets_main, "theory": theory_main, "paper_repro": paper_repro.main}
+
+
+@pytest.mark.parametrize("cli, argv, fragment", [
+    ("synth", ["run", "--seed", "1", "--rounds", "2", "--seed", "2"], "--seed given twice"),
+    ("synth", ["run", "--json", "--json"], "--json given twice"),
+    ("synth", ["sweep", "x.toml", "--out", "o", "--n-jobs", "1", "--n-jobs=2"], "--n-jobs given twice"),
+    ("nets", ["run", "--eps1", "0.1", "--cfl-eps1", "0.2"], "--cfl-eps1 given twice (as --eps1 and --cfl-eps1"),
+    ("nets", ["run", "--rounds", "1", "--rounds", "100000"], "--rounds given twice"),
+    ("theory", ["check", "ifca-lemma1", "--n", "5", "--n", "50"], "--n given twice"),
+    ("theory", ["check", "ifca-lemma1", "--trials", "5", "--trials", "50"], "--trials given twice"),
+    ("paper_repro", ["--list", "--only", "ifca-fig3a", "--only", "ifca-fig3b"], "--only given twice"),
+])
+def test_a_flag_given_twice_is_refused(cli, argv, fragment, capsys):
+    code = _mains()[cli](argv)
+    _one_line(code, capsys.readouterr().err, fragment)
+
+
+@pytest.mark.parametrize("cli, argv, fragment", [
+    ("synth", ["run", "--algo", "ifca", "--ala-eta", "1e308"],
+     "--ala-eta is a flag of --algo fedala, not of --algo ifca"),
+    ("synth", ["run", "--algo", "kfed", "--alpha", "0.1"],
+     "--alpha is a flag of --algo ifca, clove, not of --algo kfed"),
+    ("synth", ["run", "--algo", "global", "--init", "gaussian"], "--init is a flag of"),
+    ("synth", ["run", "--algo", "local", "--rounds", "5"], "--rounds is a flag of 16 other algorithms"),
+    ("synth", ["run", "--algo", "cfl", "--eps1", "0.1", "--kmeans-n-init", "3"], "--kmeans-n-init is a flag of --algo"),
+    ("synth", ["run", "--algo", "pacfl", "--cfl-eps1", "0.1"],
+     "--cfl-eps1 is a flag of --algo cfl, not of --algo pacfl"),
+    ("nets", ["run", "--algo", "ifca", "--eps1", "0.1"], "--eps1 is a flag of --algo cfl, not of --algo ifca"),
+    ("nets", ["run", "--algo", "global", "--n-clusters", "3"], "--n-clusters is a flag of"),
+    ("nets", ["run", "--algo", "cfl", "--threshold", "1"], "--threshold is a flag of --algo srfca, oneshot-ifca"),
+    ("paper_repro", ["--campaign", "plan", "--out", "x"], "--out does not apply to --campaign"),
+    ("paper_repro", ["--campaign", "run", "--only", "ifca-fig3a"], "--only does not apply to --campaign"),
+    ("paper_repro", ["--campaign", "run", "--size", "medium"], "--size does not apply to --campaign"),
+    ("paper_repro", ["--campaign", "plan", "--quick"], "--quick does not apply to --campaign"),
+    ("paper_repro", ["--campaign", "plan", "--n-jobs", "2"], "--n-jobs applies only to --campaign run"),
+    ("paper_repro", ["--only", "ifca-fig3a", "--cells", "amazon"], "--cells applies only with --campaign"),
+    ("paper_repro", ["--only", "ifca-fig3a", "--budget-hours", "3"], "--budget-hours applies only with --campaign"),
+])
+def test_a_flag_the_run_would_ignore_is_refused_before_any_work(cli, argv, fragment, monkeypatch, capsys):
+    from figures import campaign
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started")
+
+    for name in ("collect", "write_manifest", "measure", "run_campaign", "refresh"):
+        monkeypatch.setattr(campaign, name, no_work)
+    monkeypatch.setattr("synth.experiment.fit_experiment", no_work)
+    monkeypatch.setattr("nets.experiment.run_experiment", no_work)
+    code = _mains()[cli](argv)
+    _one_line(code, capsys.readouterr().err, fragment)
+
+
+def test_rounds_set_the_split_regime_of_any_algorithm(capsys):
+    from synth.cli import main as synth_main
+
+    assert synth_main(["run", "--algo", "local", "--regime", "split", "--rounds", "3", "--K", "2",
+                       "--clients-per-cluster", "3", "--n", "20", "--d", "3", "--json"]) == 0
+    capsys.readouterr()
+
+
+class _Reads(dict):
+    """A parameter dict that remembers the keys read."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.read: set[str] = set()
+
+    def __getitem__(self, key):
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self.read.add(key)
+        return super().get(key, default)
+
+
+def test_each_algorithms_flags_are_the_ones_its_builder_reads():
+    """The flags synth run accepts for an --algo (its estimator's declared hyper-parameters, less those the builder
+    fixes) are exactly the algorithm-specific flags the builder of synth.experiment reads."""
+    import numpy as np
+
+    from synth.cli import ESTIMATOR_OF, algo_flags
+    from synth.experiment import ALGORITHMS, validate_params
+    from synth.federation import MixedLinearRegression
+
+    fed = MixedLinearRegression(K=2, clients_per_cluster=3, n=20, d=3).sample(0)
+    specific = set().union(*(algo_flags(a) for a in ESTIMATOR_OF))
+    for algo in ESTIMATOR_OF:
+        if algo in ("fedproto", "fedpac"):  # networks only: the synthetic builder refuses them
+            continue
+        read: set[str] = set()
+        for extra in ({}, {"init": "ball"}):  # the ball init reads alpha
+            p = _Reads(validate_params({"algo": algo, "threshold": 1.0, **extra}))
+            try:
+                ALGORITHMS[algo](p, fed, np.random.default_rng(0))
+            except ValueError:
+                pass  # --init ball is refused by the algorithms it does not apply to
+            read |= p.read
+        assert read & specific == set(algo_flags(algo)), (algo, sorted(read & specific ^ set(algo_flags(algo))))
+
+
+def test_the_estimator_table_is_nets_table():
+    pytest.importorskip("torch")
+    from nets.algorithms import ALGOS
+    from synth.cli import ESTIMATOR_OF
+
+    assert ESTIMATOR_OF == {name: spec.cls for name, spec in ALGOS.items()}
+
+
+# -- item 11: workers are bounded by the cores and the memory ----------------------------------------------------------
+
+def test_paper_repro_caps_its_workers_at_the_cores(monkeypatch, capsys):
+    import paper_repro
+
+    monkeypatch.setattr(paper_repro.os, "cpu_count", lambda: 2)
+    assert paper_repro._workers(24, nets=False) == 2
+    err = capsys.readouterr().err
+    assert err == "paper_repro.py: warning: --n-jobs 24 is more than this machine's 2 cores: 2 workers\n"
+    assert paper_repro._workers(-1, nets=True) == 2 and paper_repro._workers(1, nets=True) == 1
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("argv", [["--only", "ifca-fig3a", "--tiny", "--n-jobs", "2"],
+                                  ["--campaign", "run", "--n-jobs", "2"]])
+def test_workers_beyond_the_memory_are_refused_naming_the_numbers(tmp_path, monkeypatch, argv, capsys):
+    pytest.importorskip("torch")
+    import paper_repro
+    from figures import campaign
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started")
+
+    monkeypatch.setattr(campaign, "collect", no_work)
+    monkeypatch.setattr(paper_repro.os, "cpu_count", lambda: 2)
+    monkeypatch.setenv("CFLAB_MEMORY_LIMIT_MB", "300")
+    code = paper_repro.main([*argv, *([] if "--campaign" in argv else ["--out", str(tmp_path / "out")])])
+    _one_line(code, capsys.readouterr().err, "--n-jobs 2 (2 worker processes of about", "MiB of memory",
+              "allows 300 MiB", "lower --n-jobs")
+    assert not (tmp_path / "out").exists()
