@@ -76,7 +76,9 @@ def collect(root: Path = HERE, data_dir: str | None = None, names: Iterable[str]
     targets = load_targets()
     requests: list[RunRequest] = []
     rows: dict[str, list] = {}
-    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+    from .style import figures_off
+
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings(), figures_off():
         warnings.simplefilter("ignore")  # empty means of runs not stored yet
         ctx = Context(out=Path(out or tmp), size="full", n_jobs=1, device="cpu", data_dir=data_dir,
                       stored=Path(root), requests=requests)

@@ -37,6 +37,7 @@ from .registry import Context, Section, register
 from .runs import by_point, run_points, summarise_values
 from .style import (
     algo_colour,
+    drawing,
     face,
     figure_legend,
     integer_ticks,
@@ -367,11 +368,13 @@ def _conv_target(artifact: str, mixings: list[str]):
         pub_algos = list(dict.fromkeys(p.row for p in table("CLoVE", artifact)))
         folder = ctx.folder(name := f"clove-{artifact.lower().replace(' ', '')}")
         ncols = min(2, len(mixings))  # four mixings in a 2 x 2 grid: one row of four is too wide to read
-        fig, axes = new_figure(math.ceil(len(mixings) / ncols), ncols, width=4.6, height=3.4, sharey=True)
+        draw = drawing()  # the campaign reads these rows with figures off: no figure is built then
+        fig, axes = new_figure(math.ceil(len(mixings) / ncols), ncols, width=4.6, height=3.4, sharey=True) if draw \
+            else (None, None)
         clove_first = {}  # per (mixing, column): CLoVE's first round with ARI >= 0.9 per seed (never: rounds + 1)
         for mi, mixing in enumerate(mixings):
             runs = _sup_runs(ctx, mixing)
-            ax = axes[mi // ncols][mi % ncols]
+            ax = axes[mi // ncols][mi % ncols] if draw else None
             for col, base, why in _image_columns(ctx):
                 # medium: fewer samples, rounds and the MLP (_reduced) change how fast clusters form
                 reason = substitute_reason(ctx, base, _reduced(ctx))
@@ -396,10 +399,12 @@ def _conv_target(artifact: str, mixings: list[str]):
                         out.append({"mixing": mixing, "column": col, "algorithm": alg, "quantity": quantity,
                                     "mean": s.mean, "std": s.std, "seeds": s["n"], "never": never,
                                     "published": pub.value if pub else None})
-                    if not why and alg in CLUSTERED and col == "MNIST":
+                    if draw and not why and alg in CLUSTERED and col == "MNIST":
                         x, A = seed_histories(runs[(col, alg)], "ari")
                         seed_curves(ax, x, A, algo_colour(alg), alg, marker(CLUSTERED.index(alg)), bounds=(-1.0, 1.0),
                                     stagger=(CLUSTERED.index(alg), len(CLUSTERED)))
+            if not draw:
+                continue
             ax.axhline(0.9, color="grey", linestyle=":", linewidth=1)
             ax.axvline(10, color="grey", linestyle=":", linewidth=1)
             ax.set_title(mixing, fontsize=9)
@@ -407,9 +412,10 @@ def _conv_target(artifact: str, mixings: list[str]):
             integer_ticks(ax.xaxis)
             if mi % ncols == 0:
                 ax.set_ylabel("ARI")
-        figure_legend(fig, axes.ravel(), ncol=3)  # below the panels: inside one it would cover the curves
-        suptitle(fig, face(f"CLoVE {artifact} reproduced: ARI per round (MNIST column); dotted: ARI 0.9 and round 10",
-                           data_used(ctx, "MNIST"), _size(ctx, mixings), seeds_text(_seeds(ctx))))
+        if draw:
+            figure_legend(fig, axes.ravel(), ncol=3)  # below the panels: inside one it would cover the curves
+            suptitle(fig, face(f"CLoVE {artifact} reproduced: ARI per round (MNIST column); dotted: ARI 0.9 and "
+                               "round 10", data_used(ctx, "MNIST"), _size(ctx, mixings), seeds_text(_seeds(ctx))))
         names = save(fig, folder, f"clove_{artifact.lower().replace(' ', '')}")
         rows.append(claim_row("CLoVE: first round with ARI >= 90% (within 3 rounds: mean below 3.5)",
                               claim("CLoVE", "clove-2-3-rounds"),

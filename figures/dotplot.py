@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .style import MIN_BAND, algo_colour, method_order, new_figure, save, suptitle, wrap
+from .style import MIN_BAND, algo_colour, drawing, method_order, new_figure, save, suptitle, wrap
 
 __all__ = ["Dot", "dot_plot"]
 
@@ -43,6 +43,8 @@ def dot_plot(folder: Path, stem: str, dots: list[Dot], *, xlabel: str | dict[str
     """Draw ``dots`` (one panel per distinct ``panel``, in order of appearance) and save ``stem``.png/.pdf in
     ``folder``; returns the two file names.  ``title`` is the figure's face (:func:`figures.style.face`);
     ``xlabel`` is one label, or one per panel (panels that measure different things get ``sharex=False``)."""
+    if not drawing():
+        return [f"{stem}.png", f"{stem}.pdf"]
     panels = list(dict.fromkeys(d.panel for d in dots))
     methods = method_order(d.method for d in dots)
     ncols = min(ncols or 4, len(panels))

@@ -276,10 +276,11 @@ def _fig3_store_rows(st: dict, panel: str) -> list[Row]:
     return [replace(r, note=note) for r in out]
 
 
-def store_rows(folder: Path = HERE) -> list[Row]:
-    """The paper's claims judged on every stored paper-scale sweep of ``folder`` (IFCA Fig. 3 grids)."""
+def store_rows(folder: Path = HERE, stores: list[dict] | None = None) -> list[Row]:
+    """The paper's claims judged on every stored paper-scale sweep of ``folder`` (IFCA Fig. 3 grids; ``stores``:
+    :func:`load_stores`'s list when already read)."""
     rows = []
-    for st in load_stores(folder):
+    for st in load_stores(folder) if stores is None else stores:
         m = _FIG3_STORE.match(st["name"])
         if m is None:
             rows.append(Row(f"`{st['folder']}/store` ({st['name']})", "—", "—", "—",
@@ -307,7 +308,7 @@ def campaign_rows(folder: Path = HERE, data_dir: str | None = None) -> tuple[lis
     from .published import PAPER_SEEDS
     from .verdicts import SUSPECT, judge_numbers
 
-    requests, by_target = collect(folder, data_dir)
+    requests, by_target = collect(folder, data_dir, names=_targets_with_runs(folder))
     cell_list = cells(requests)
     stored, devices, stale = {}, {}, {}
     for c in cell_list:
@@ -398,6 +399,25 @@ def _stale_for(stale, paper: str, methods: list[str]):
     return ledger_stale if None in needs or needs & algos else None
 
 
+def _targets_with_runs(folder: Path) -> tuple[str, ...]:
+    """The campaign's targets whose cells have a stored run under ``folder`` (from the manifest's cell and targets
+    columns): only those can give a paper-scale row, and running the others (LEAF data sets read to count their
+    users) is most of the time of reading the stored runs.  Every campaign target when there is no manifest."""
+    import csv
+
+    from .campaign import MANIFEST, TARGETS
+
+    path = Path(folder) / MANIFEST
+    if not path.is_file():
+        return TARGETS
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    with_runs = {f.name for f in Path(folder).iterdir() if f.is_dir() and any(f.glob("*.json"))}
+    names = {t for r in rows if str(r.get("cell", "")).split(":")[0] in with_runs
+             for t in str(r.get("targets", "")).split()}
+    return tuple(t for t in TARGETS if t in names)
+
+
 def counted_word(verdict: str) -> bool:
     """A claim's or ordering's verdict word (agrees, differs, not resolved): :func:`figures.verdicts.counted`."""
     from .verdicts import counted
@@ -423,8 +443,8 @@ def _protocol(row: Row, cell, stale) -> Row:
 def measured_target(ctx: Context) -> Section:
     """The stored paper-scale runs of ``figures/measured`` as comparison rows (any size: nothing is computed)."""
     rows, table = measured_rows()
-    stored = store_rows()
-    rows += stored
+    stores = load_stores()
+    rows += store_rows(stores=stores)
     paper_scale, cells = campaign_rows(data_dir=ctx.data_dir)
     rows += paper_scale
     folder = ctx.folder("measured-runs")
@@ -434,7 +454,7 @@ def measured_target(ctx: Context) -> Section:
              f"({cpu_hours:.1f} CPU-hours as recorded; `python paper_repro.py --campaign run`), "
              f"{len(load_runs())} single run file(s) of `python -m nets run --json --history` (commands in "
              "`figures/measured/README.md`) and "
-             f"{len(load_stores())} paper-scale sweep store(s) (`figures/measured/<name>/store`), judged against the "
+             f"{len(stores)} paper-scale sweep store(s) (`figures/measured/<name>/store`), judged against the "
              "paper's claim about the figure, one row per curve. Each row's note gives its seeds, command and "
              "protocol (the cell's ledger in `figures/published/protocols/`). These runs are not recomputed by "
              "`paper_repro.py`.")

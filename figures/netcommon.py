@@ -69,9 +69,9 @@ def full_data_missing(ctx: Context, what: str, bases: list[str], files: str = "t
 
 def leaf_users(ctx: Context, name: str) -> int:
     """How many LEAF users of ``femnist`` / ``shakespeare`` have train and test data in the data directory."""
-    from nets.data import load_leaf
+    from nets.data.leaf import leaf_user_count
 
-    return len(load_leaf(name, ctx.data_dir).users)
+    return leaf_user_count(name, ctx.data_dir)
 
 
 def base_dataset(ctx: Context, base: str, partition: str | None) -> str:

@@ -7,6 +7,7 @@ in worker processes and tests without a display.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import textwrap
 from pathlib import Path
 
@@ -214,8 +215,30 @@ def seeds_text(n: int, word: str = "seed") -> str:
 SAVE_DPI = 150  # the PNGs' resolution; figures.figcheck draws at it (text widths do not scale exactly with dpi)
 
 
+_DRAW = contextvars.ContextVar("cflab_draw_figures", default=True)
+
+
+@contextlib.contextmanager
+def figures_off():
+    """Within it :func:`save` (and :func:`figures.dotplot.dot_plot`) draw and write nothing and return the names
+    they would write: for callers that need only the targets' rows (the campaign reads every target's rows from
+    its stored runs, where drawing was most of the time)."""
+    token = _DRAW.set(False)
+    try:
+        yield
+    finally:
+        _DRAW.reset(token)
+
+
+def drawing() -> bool:
+    """Whether figures are drawn (see :func:`figures_off`)."""
+    return _DRAW.get()
+
+
 def save(fig, folder: Path, stem: str) -> list[str]:
     """Write ``stem.png`` (:data:`SAVE_DPI`) and ``stem.pdf`` into ``folder``; returns the two file names."""
+    if not drawing():
+        return [f"{stem}.png", f"{stem}.pdf"]
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     names = []

@@ -15,7 +15,7 @@ import pytest
 
 from nets.data import DataError, data_dir, load_cifar10, load_leaf, load_mnist, read_cifar_bin, read_idx
 from nets.data.files import md5_of, verified_path
-from nets.data.leaf import ALL_LETTERS, encode_text
+from nets.data.leaf import ALL_LETTERS, _listed_users, encode_text, leaf_user_count
 from nets.data.text import _read_ag, _read_processed, load_ag_news, tokenize
 from nets.datasets import DATASETS, build_federation
 from nets.partition import cluster_sizes, partition
@@ -165,6 +165,12 @@ def test_leaf_json_and_gzip(tmp_path, kind):
         (folder / split / "MD5SUMS").write_text("\n".join(sums) + "\n")
     d = load_leaf(kind, tmp_path)
     assert d.users == ["u1", "u3"]  # users with both splits
+    assert leaf_user_count(kind, tmp_path) == 2  # from the files' users lists alone
+    # a file whose users list is not its first key is read whole, with the same answer
+    blob = _leaf_blob(["u5"], rng, kind)
+    (folder / "test" / "c.json").write_text(json.dumps({"user_data": blob["user_data"], "users": blob["users"],
+                                                        "num_samples": blob["num_samples"]}))
+    assert _listed_users(folder / "test" / "c.json") == ["u5"]
     assert any("partial LEAF sample" in n for n in d.notes)
     x, y = d.train["u1"]
     if kind == "femnist":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import gzip
 import json
+import re
 import warnings
 from dataclasses import dataclass, field
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from .files import SOURCES, DataError, data_dir, verified_path
 
-__all__ = ["ALL_LETTERS", "LeafData", "UnlistedFilesWarning", "encode_text", "load_leaf"]
+__all__ = ["ALL_LETTERS", "LeafData", "UnlistedFilesWarning", "encode_text", "leaf_user_count", "load_leaf"]
 
 # LEAF's Shakespeare alphabet (models/utils/language_utils.py); unknown characters map to index 80
 ALL_LETTERS = "\n !\"&'(),-.0123456789:;>?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]abcdefghijklmnopqrstuvwxyz}"
@@ -109,6 +110,43 @@ def _users(blob, path, dataset: str):
         except (TypeError, ValueError) as exc:
             raise DataError(f"{path}: user {user!r}: {exc}") from None
         yield user, x, y
+
+
+_USERS_FIRST = re.compile(r'\A\s*\{\s*"users"\s*:\s*')
+
+
+def _listed_users(path) -> list:
+    """The ``users`` list of a LEAF file.  LEAF writes it as the first key: then only that list is decoded (the
+    samples after it are most of the file); any other layout is parsed whole."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path} is not a readable LEAF JSON file ({type(exc).__name__})") from None
+    m = _USERS_FIRST.match(text)
+    try:
+        listed = json.JSONDecoder().raw_decode(text, m.end())[0] if m else json.loads(text).get("users")
+    except (ValueError, AttributeError, RecursionError):
+        listed = None
+    if not isinstance(listed, list):
+        raise DataError(f"{path}: no 'users' list (not a LEAF JSON file)")
+    return listed
+
+
+@functools.lru_cache(maxsize=4)
+def leaf_user_count(dataset: str, root=None) -> int:
+    """How many LEAF users have both train and test data: the files' ``users`` lists only, none of their samples
+    converted (what a campaign's plan needs to name its runs; :func:`load_leaf` reads and checks the samples)."""
+    if dataset not in ("femnist", "shakespeare"):
+        raise ValueError(f"dataset must be 'femnist' or 'shakespeare', got {dataset!r}")
+    names = {}
+    for split in ("train", "test"):
+        users: set[str] = set()
+        for path in _split_files(dataset, split, root):
+            users.update(map(str, _listed_users(path)))
+        names[split] = users
+    return len(names["train"] & names["test"])
 
 
 @functools.lru_cache(maxsize=4)  # one parse and checksum pass per process and arguments
