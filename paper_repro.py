@@ -208,7 +208,7 @@ def _main(argv) -> int:
     cfl = _cfl(args.cfl)
     size = args.size or ("full" if args.full else "tiny" if args.tiny else "quick")
     if not args.list:
-        n_jobs = _workers(n_jobs, any(targets[n].kind == "nets" for n in names))
+        n_jobs = _workers(n_jobs, any(getattr(targets[n], "kind", None) == "nets" for n in names))
     elif n_jobs == -1:
         n_jobs = os.cpu_count() or 1
     device = _device(args.device)
