@@ -343,7 +343,7 @@ def campaign_rows(folder: Path = HERE, data_dir: str | None = None) -> tuple[lis
                 art = r.source.split(":")[0]  # "SR-FCA Table 1": the paper and table the pair's values come from
                 methods = [k.rsplit("/", 1)[-1] for k in r.compared.split(";")]
                 rows.append(_protocol(replace(r, item=f"{art}: {r.item} [paper scale]"), cell,
-                                      _stale_for(stale.get(cell.name), cell.paper, methods)))
+                                      _stale_for(stale.get(cell.name), cell.paper, methods), methods))
                 continue
             cell = by_source.get(r.source)
             if cell is None or r.verdict.startswith("not run") or r.source in seen and r.stats is None:
@@ -358,13 +358,14 @@ def campaign_rows(folder: Path = HERE, data_dir: str | None = None) -> tuple[lis
             notes = [x for x in r.note.split("; ") if x and "not run yet" not in x]
             ledger = ledger_for(cell.folder)
             minimal = minimal_seeds(cell)
-            declared = ledger.summary(cell.name) if ledger is not None else "no protocol ledger for this cell"
+            declared = ledger.summary(cell.name, [pub.row]) if ledger is not None else \
+                "no protocol ledger for this cell"
             note = (f"paper scale: cell `{cell.name}`, {n} seed(s) stored (minimal test {minimal}, the paper "
                     f"{PAPER_SEEDS[pub.paper]}); runs: `figures/measured/{cell.folder}/` ({devices[cell.name]}); "
                     f"command: `python paper_repro.py --campaign run` (on a GPU: `python bench/gpu_run.py`); "
                     f"protocol: {declared}" + (f"; {'; '.join(notes)}" if notes else ""))
             row = _protocol(replace(r, item=f"{pub.paper} {pub.artifact}: {r.item} [paper scale]", note=note), cell,
-                            _stale_for(stale.get(cell.name), cell.paper, [pub.row]))
+                            _stale_for(stale.get(cell.name), cell.paper, [pub.row]), [pub.row])
             suspect = next((x for x in (ledger.suspects if ledger is not None else ()) if x.source == r.source),
                            None)
             if suspect is not None and head(row.verdict) != STALE:
@@ -425,13 +426,14 @@ def counted_word(verdict: str) -> bool:
     return counted(verdict)
 
 
-def _protocol(row: Row, cell, stale) -> Row:
-    """A paper-scale row with its cell's protocol class; a row of runs made under a corrected protocol is *stale*
-    (shown, not tested), naming the correction and the command that reruns it."""
+def _protocol(row: Row, cell, stale, methods: list[str]) -> Row:
+    """A paper-scale row with its protocol class (the cell's ledger, the settings that concern the row's
+    ``methods``); a row of runs made under a corrected protocol is *stale* (shown, not tested), naming the
+    correction and the command that reruns it."""
     from .protocol import ledger_for
 
     ledger = ledger_for(cell.folder)
-    klass = ledger.protocol_class(cell.name) if ledger is not None else ""
+    klass = ledger.protocol_class(cell.name, [m.split(" (")[0] for m in methods]) if ledger is not None else ""
     if stale is not None:
         return replace(row, protocol=klass, paper_number=None,
                        verdict=f"{STALE} ({stale.reason}; rerun: `{stale.rerun}`)")

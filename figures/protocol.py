@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -50,7 +50,7 @@ PAPER_FILES = {"SR-FCA": ("000",), "IFCA": ("001", "003"), "CLoVE": ("004",)}
 
 _TOP_KEYS = {"folder", "folders", "paper", "artifacts", "kind", "cells", "pm", "paper_seeds", "stale", "setting",
              "suspect"}
-_SETTING_KEYS = {"name", "paper", "paper_text", "where", "toolkit", "class", "why"}
+_SETTING_KEYS = {"name", "paper", "paper_text", "where", "toolkit", "class", "why", "methods"}
 _STALE_KEYS = {"reason", "changed_keys", "rerun"}
 _SUSPECT_KEYS = {"source", "reason"}
 
@@ -67,6 +67,11 @@ class Setting:
     toolkit: str | Mapping[str, str]
     klass: str
     why: str
+    methods: tuple[str, ...] = ()  # the methods (table rows) the setting concerns; empty: every method of the cell
+
+    def concerns(self, methods: Sequence[str] | None) -> bool:
+        """Whether this setting applies to a row of ``methods`` (None: the whole cell)."""
+        return not self.methods or methods is None or bool(set(self.methods) & set(methods))
 
     def value_for(self, cell: str | None = None) -> str:
         """The toolkit's value for ``cell`` (a name ``folder:dataset:clients``, or a folder name); a table keyed by
@@ -135,24 +140,26 @@ class Ledger:
                              f"{', '.join(self.folders)}" + (f"; cells {', '.join(self.cells)}" if self.cells else "")
                              + ")")
 
-    def deviations(self, cell: str | None = None) -> tuple[Setting, ...]:
-        """The settings where the toolkit runs something else than the paper states."""
+    def deviations(self, cell: str | None = None, methods: Sequence[str] | None = None) -> tuple[Setting, ...]:
+        """The settings where the toolkit runs something else than the paper states (for a row of ``methods``:
+        those that concern them)."""
         self._check_cell(cell)
-        return tuple(s for s in self.settings if s.klass == "deviates")
+        return tuple(s for s in self.settings if s.klass == "deviates" and s.concerns(methods))
 
-    def silent(self, cell: str | None = None) -> tuple[Setting, ...]:
+    def silent(self, cell: str | None = None, methods: Sequence[str] | None = None) -> tuple[Setting, ...]:
         """The settings the paper does not state (the toolkit's source is in ``where``)."""
         self._check_cell(cell)
-        return tuple(s for s in self.settings if s.klass == "paper silent")
+        return tuple(s for s in self.settings if s.klass == "paper silent" and s.concerns(methods))
 
-    def protocol_class(self, cell: str | None = None) -> str:
-        """``"same"`` when no setting deviates from the paper's stated protocol, else ``"deviates"``."""
-        return "deviates" if self.deviations(cell) else "same"
+    def protocol_class(self, cell: str | None = None, methods: Sequence[str] | None = None) -> str:
+        """``"same"`` when no setting (that concerns a row of ``methods``) deviates from the paper's stated
+        protocol, else ``"deviates"``."""
+        return "deviates" if self.deviations(cell, methods) else "same"
 
-    def summary(self, cell: str | None = None) -> str:
+    def summary(self, cell: str | None = None, methods: Sequence[str] | None = None) -> str:
         """One line: at or near the paper, the declared deviations and the settings the paper is silent on, e.g.
         ``near the paper: 3 declared deviations (clients; sampling; data source); paper silent on 4 (...)``."""
-        dev, quiet = self.deviations(cell), self.silent(cell)
+        dev, quiet = self.deviations(cell, methods), self.silent(cell, methods)
         if dev:
             text = (f"near the paper: {len(dev)} declared deviation{'s' if len(dev) != 1 else ''} "
                     f"({'; '.join(s.name for s in dev)})")
@@ -296,7 +303,8 @@ def _settings(r: _Reader, raw: Mapping, kind: str, folders: tuple[str, ...],
         if klass != "same" and not why.strip():
             raise r.fail(f"{field} field 'why'", f"required for class {klass!r}")
         toolkit = _toolkit(r, entry, f"{field} field 'toolkit'", folders, cells)
-        out.append(Setting(name, paper, source or str(raw.get("paper")), where, toolkit, klass, why))
+        methods = r.texts(entry, "methods", f"{field} field 'methods'", required=False) if "methods" in entry else ()
+        out.append(Setting(name, paper, source or str(raw.get("paper")), where, toolkit, klass, why, methods))
     missing = [n for n in REQUIRED[kind] if n not in seen]
     if missing:
         raise r.fail("setting", f"missing required setting(s) {', '.join(repr(n) for n in missing)} for kind "

@@ -91,6 +91,23 @@ def test_suspects_name_published_numbers_of_their_paper():
             assert sources[s.source].paper == ledger.paper
 
 
+def test_a_setting_scoped_to_methods_names_rows_of_its_tables():
+    for path in FILES:
+        ledger = load_ledger(path)
+        rows = {p.row for p in tables() if p.paper == ledger.paper and p.artifact in ledger.artifacts}
+        for s in ledger.settings:
+            assert set(s.methods) <= rows, f"{path.name}: setting {s.name!r} names {set(s.methods) - rows}"
+
+
+def test_a_deviation_scoped_to_one_method_leaves_the_others_at_the_papers_setting():
+    from figures.protocol import ledger_for
+
+    ledger = ledger_for("clove-label-skew-1")
+    assert ledger.protocol_class(methods=["Per-FedAvg"]) == "deviates"
+    assert ledger.protocol_class(methods=["CLoVE"]) == "same"
+    assert ledger.protocol_class() == "deviates"  # the cell as a whole
+
+
 def _paper_scale_folders() -> set[str]:
     """Subfolders of figures/measured holding campaign runs ('"campaign": 1') or a sweep store (store/meta.json)."""
     out = set()
