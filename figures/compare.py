@@ -164,6 +164,7 @@ def build_section(title: str, intro: str, folder: str, figures: list[tuple[str, 
 
     parts = [intro.strip(), ""]
     for png, caption in figures:
+        caption = " ".join(str(caption).split())  # one line: an image's alt text may not break
         parts += [f"![{caption}]({folder}/{png})", "", f"*{caption}* ([PDF]({folder}/{png[:-4]}.pdf))", ""]
     if rows:
         from .verdicts import judge_numbers

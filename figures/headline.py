@@ -55,7 +55,8 @@ def row_record(row) -> dict:
     (:mod:`figures.protocol`) and whether it is the counted row of its published value."""
     return {"item": row.item, "verdict": row.verdict, "compared": getattr(row, "compared", ""),
             "source": getattr(row, "source", "") or "",
-            "number": getattr(row, "paper_number", None) is not None or head(row.verdict) in (STALE, SUSPECT),
+            "number": getattr(row, "paper_number", None) is not None
+            or (head(row.verdict) in (STALE, SUSPECT) and not getattr(row, "compared", "")),
             "protocol": getattr(row, "protocol", "") or "", "counted": bool(getattr(row, "counted", True))}
 
 
@@ -71,7 +72,7 @@ def classify(record: dict) -> str:
     h = _head(v)
     if record.get("number"):
         return "number"
-    if record.get("compared") and h in _TESTED:
+    if record.get("compared") and h in (*_TESTED, STALE):
         return "ordering"
     if h in _TESTED:
         return "claim"

@@ -1,14 +1,15 @@
-"""``report.html``: the whole reproduction on one self-contained page (figures embedded as base64 PNG).
+"""``report.html``: the whole reproduction on one page, beside the figures it links (``report.html`` opens at once;
+its PNGs load lazily from the target folders next to it, each a link to its full-size file).
 
-The page opens with the headline; then, per target, its figure beside its paper-vs-toolkit table, the targets on
-real data and the stored paper-scale runs first, then the stand-in runs, then synthetic and theory targets, then the
-targets that did not run.  Only a small subset of Markdown is rendered (headings, paragraphs, lists, tables, images,
-code, bold, italics, links): the subset :mod:`figures.compare` and :mod:`figures.headline` write.
+The page opens with the headline; then, per target, its figures at the page's width above its paper-vs-toolkit
+table, the targets on real data and the stored paper-scale runs first, then the stand-in runs, then synthetic and
+theory targets, then the targets that did not run.  Only a small subset of Markdown is rendered (headings,
+paragraphs, lists, tables, images, code, bold, italics, links): the subset :mod:`figures.compare` and
+:mod:`figures.headline` write.
 """
 
 from __future__ import annotations
 
-import base64
 import html
 import re
 from pathlib import Path
@@ -27,9 +28,10 @@ h1{font-size:1.6em}h2{font-size:1.3em;border-bottom:1px solid #ccc;padding-botto
 h3{font-size:1.1em}table{border-collapse:collapse;font-size:12.5px;margin:6px 0}
 th,td{border:1px solid #d0d0d0;padding:3px 6px;vertical-align:top;text-align:left}th{background:#f1f1f1}
 code{background:#f4f4f4;padding:0 3px;border-radius:3px;font-size:92%}
-.target{display:grid;grid-template-columns:minmax(0,11fr) minmax(0,9fr);gap:18px;align-items:start}
+.target{display:block}
 ul.caption{font-size:12.5px;color:#444;margin-top:2px}ul.toc{columns:4;font-size:13px}
-.figs img{max-width:100%;border:1px solid #e0e0e0}.figcap{font-size:12px;color:#555;margin:2px 0 12px}
+.figs img{width:100%;max-width:1200px;border:1px solid #e0e0e0;cursor:zoom-in}
+.figcap{font-size:12px;color:#555;margin:2px 0 12px}
 .verdicts{max-height:640px;overflow:auto;border:1px solid #e4e4e4}
 .kind{font-size:12px;color:#666;font-weight:normal}.note{font-size:13px;color:#333}
 .v-good{background:#e3f4e3}.v-bad{background:#fbe0de}.v-open{background:#f3f3f3}.v-none{color:#777}
@@ -40,19 +42,19 @@ _CLASS = {"not run": "v-none", "shown": "v-none", "finding": "v-open", "other": 
 
 
 def inline(text: str) -> str:
-    """Markdown inline markup (code, bold, italics, links) of escaped ``text``."""
-    parts = re.split(r"(`[^`]*`)", text)
-    out = []
-    for p in parts:
-        if p.startswith("`") and p.endswith("`") and len(p) >= 2:
-            out.append(f"<code>{html.escape(p[1:-1])}</code>")
-            continue
-        p = html.escape(p, quote=False)
-        p = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", p)
-        p = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"<i>\1</i>", p)
-        p = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", _link, p)
-        out.append(p)
-    return "".join(out)
+    """Markdown inline markup (code, bold, italics, links) of escaped ``text``.  Code spans are set aside first, so
+    that bold or a link may enclose one (``**`file.json`**: ...``)."""
+    codes: list[str] = []
+
+    def hold(m: re.Match) -> str:
+        codes.append(f"<code>{html.escape(m.group(1))}</code>")
+        return f"\x00{len(codes) - 1}\x00"
+
+    p = html.escape(re.sub(r"`([^`]*)`", hold, text.replace("\x00", "")), quote=False)
+    p = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", p)
+    p = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"<i>\1</i>", p)
+    p = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", _link, p)
+    return re.sub("\x00(\\d+)\x00", lambda m: codes[int(m.group(1))], p)
 
 
 def _link(m: re.Match) -> str:
@@ -136,10 +138,6 @@ def markdown_html(text: str) -> str:
     return "\n".join(out)
 
 
-def _png(path: Path) -> str:
-    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
-
-
 def _section_parts(text: str) -> tuple[list[tuple[str, str]], str, str]:
     """A section's figures ``(png path, caption)``, its paper-vs-toolkit table and the rest of its text."""
     figs = re.findall(r"^!\[([^\]]*)\]\(([^)]+\.png)\)$", text, flags=re.M)
@@ -185,9 +183,10 @@ def _target_html(out: Path, name: str, st: Status, targets: dict, size: str) -> 
     figs, table, rest = _section_parts(text)
     imgs = []
     for src, cap in figs:
-        path = out / src
-        if path.is_file():
-            imgs.append(f'<img src="{_png(path)}" alt="{html.escape(cap)}"><div class="figcap">{inline(cap)}</div>')
+        href = safe_href(src)
+        if (out / src).is_file() and href is not None:  # linked, not embedded: a click opens it full size
+            imgs.append(f'<a href="{html.escape(href)}" target="_blank"><img src="{html.escape(href)}" '
+                        f'loading="lazy" alt="{html.escape(cap)}"></a><div class="figcap">{inline(cap)}</div>')
     verdicts = f'<div class="verdicts">{_table(table.splitlines())}</div>' if table else \
         "<p class='note'>No paper-vs-toolkit rows.</p>"
     if imgs:

@@ -156,10 +156,11 @@ def table1(ctx: Context) -> Section:
             if pt.get("test_machines"):
                 # the paper's test machines are the counted row; each client's own test images a second protocol
                 sm = summary_by(recs, "test_accuracy_machines")
-                rows.append(numeric_row(f"{item}{tag} {_machines_label(pt, recs)}", pub, sm.mean, sm.std, sm["n"],
-                                        100.0, reason))
-                own = replace(own, item=f"{item}{tag} [second protocol: each client's own test images, not "
-                                        "counted]", counted=False)
+                if sm["n"]:  # runs made before Local was scored on the machines have only their own score
+                    rows.append(numeric_row(f"{item}{tag} {_machines_label(pt, recs)}", pub, sm.mean, sm.std,
+                                            sm["n"], 100.0, reason))
+                    own = replace(own, item=f"{item}{tag} [second protocol: each client's own test images, not "
+                                            "counted]", counted=False)
             rows.append(own)
             table.append({"column": c["column"], "dataset": points[index[(c["column"], algo)]]["dataset"],
                           "m": c["m"], "n": c["n"], "algorithm": LABEL[algo], "accuracy_mean": s.mean,

@@ -462,7 +462,28 @@ def measured_target(ctx: Context) -> Section:
              "`paper_repro.py`.")
     notes = [f"**{r.item}**: {r.note}" for r in rows if r.note]  # seeds, command, protocol differences
     return build_section("Stored paper-scale runs", intro, "measured-runs", [], rows, files, notes,
-                         extra=_campaign_table(paper_scale, cells))
+                         extra=_store_figures(folder, stores) + "\n\n" + _campaign_table(paper_scale, cells))
+
+
+def _store_figures(folder: Path, stores: list[dict]) -> str:
+    """The committed figures of the stored paper-scale sweeps (IFCA Fig. 3 at the public code's full grids), copied
+    beside the section so that the report shows them: one Markdown image line each."""
+    import shutil
+
+    lines = []
+    for st in stores:
+        m = _FIG3_STORE.match(st["name"])
+        src = Path(st["store"]).parent
+        for png in sorted(src.glob("*.png")):
+            dst = Path(folder) / src.name / png.name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(png, dst)
+            what = "phase diagram" if png.name.startswith("phase") else "success curves"
+            label = f"IFCA Fig. 3({m.group(1)})" if m else st["name"]
+            n = len(st["records"])
+            lines.append(f"![{label} at paper scale ({n} data seeds, the public code's grid): {what}]"
+                         f"(measured-runs/{src.name}/{png.name})")
+    return "\n\n".join(lines)
 
 
 def _campaign_compute(folder: Path = HERE) -> tuple[int, float]:

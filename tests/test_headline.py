@@ -180,14 +180,60 @@ def test_a_fifo_in_place_of_a_status_does_not_hang(tmp_path):
     assert st.state == "unreadable" and "not a regular file" in st.reason
 
 
-def test_report_html_opens_with_the_headline_and_embeds_each_figure_beside_its_table(tiny_out):
+def test_report_html_opens_with_the_headline_and_links_each_figure_above_its_table(tiny_out):
     page = (tiny_out / "report.html").read_text()
     assert page.index("Headline (tiny)") < page.index(f'id="{TARGET}"')
     assert "Where the real-data verdicts are" in page and "figures/measured/medium_run" in page
     section = page[page.index(f'id="{TARGET}"'):]
     grid = section[section.index('<div class="target">'):]
-    assert grid.index('<img src="data:image/png;base64,') < grid.index('<div class="verdicts"><table>')
-    assert "src=\"ifca-fig3c/" not in page  # self-contained: no image is linked
+    # each figure at the page's width, above the table, a link to its full-size file (click to enlarge)
+    assert grid.index(f'<a href="{TARGET}/') < grid.index('<img src="') < grid.index('<div class="verdicts"><table>')
+    assert "data:image/png;base64" not in page  # linked, not embedded: the page opens at once
+    assert len(page.encode()) < 2_000_000
+
+
+def _visible_text(page: str) -> str:
+    from html.parser import HTMLParser
+
+    class Text(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.parts, self.skip = [], 0
+
+        def handle_starttag(self, tag, attrs):
+            self.skip += tag in ("style", "script")
+
+        def handle_endtag(self, tag):
+            self.skip -= tag in ("style", "script")
+
+        def handle_data(self, data):
+            if not self.skip:
+                self.parts.append(data)
+
+    p = Text()
+    p.feed(page)
+    return "".join(p.parts)
+
+
+def test_report_html_shows_no_raw_markdown(tiny_out):
+    text = _visible_text((tiny_out / "report.html").read_text())
+    assert "**" not in text and "](" not in text, [line for line in text.splitlines() if "**" in line or "](" in
+                                                    line][:5]
+
+
+def test_bold_around_code_renders():
+    from figures.html_report import inline
+
+    text = _visible_text(inline("**IFCA Table I: `r.json` [stored run]**: seeds `[0]`; see [the README](a/README.md)"))
+    assert "**" not in text and "](" not in text and "r.json" in text
+    assert inline("*x* and `*y*`") == "<i>x</i> and <code>*y*</code>"
+
+
+def test_a_caption_over_two_lines_stays_one_image_line():
+    from figures.compare import build_section
+
+    sec = build_section("t", "intro", "f", [("a.png", "first line\nsecond line")], [], ["a.png"])
+    assert "![first line second line](f/a.png)" in sec.markdown
 
 
 def test_report_html_puts_real_data_and_paper_scale_targets_first(tmp_path):
