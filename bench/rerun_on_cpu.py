@@ -32,6 +32,7 @@ def rerun(path: Path, data_dir: str | None, dtype: str | None = None) -> dict:
     from figures.campaign import device_name
     from figures.campaign_store import run_point
     from figures.trials import resolve_trial
+    from synth.store import check_digest
 
     try:
         stored = json.loads(path.read_text(encoding="utf-8"))
@@ -39,6 +40,7 @@ def rerun(path: Path, data_dir: str | None, dtype: str | None = None) -> dict:
         raise ValueError(f"{path}: not a readable campaign run ({type(exc).__name__}: {exc})") from None
     if not isinstance(stored, dict):
         raise ValueError(f"{path}: not a campaign run (a JSON object is expected)")
+    stored = check_digest(stored, path)  # an edited run file is refused (one written before digests is read as is)
     trial_fn = resolve_trial(stored.get("trial_fn"), f"{path}: field 'trial_fn'")
     if not isinstance(stored.get("point"), dict):
         raise ValueError(f"{path}: field 'point' must be an object of the run's parameters")

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from synth.store import write_json_atomic, write_text_atomic
+from synth.store import with_digest, write_json_atomic, write_text_atomic
 
 from .campaign_store import RunRequest, load_run, run_point, stored_records
 from .published import PAPER_SEEDS, Published, tables
@@ -910,7 +910,7 @@ def _execute(req: RunRequest, root: str, data_dir: str | None, command: str, pat
               "resumed_from_round": (result or {}).get("resumed_from_round"),
               "load_average": [list(load0), list(os.getloadavg())],
               "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "result": result}
-    write_json_atomic(path, record)
+    write_json_atomic(path, with_digest(record))  # the readers refuse the file once edited (load_run)
     return {"run": f"{req.folder}/{path.name}", "wall": wall, "cpu": cpu,
             "error": (result or {}).get("error")}
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from synth.montecarlo import trial_seed
 from synth.spec import callable_name
-from synth.store import StoreError
+from synth.store import StoreError, check_digest, with_digest, write_json_atomic
 
-__all__ = ["RunRequest", "load_run", "run_point", "stale_run", "stored_records"]
+__all__ = ["RunRequest", "load_run", "run_point", "seal_run", "stale_run", "stored_records"]
 
 # keys of a point that do not change what a run computes (where it runs, where its files are)
 _PLACE_KEYS = ("checkpoint_dir", "data_dir", "device")
@@ -54,8 +54,9 @@ class RunRequest:
 
 
 def load_run(path: Path, request: RunRequest | None = None) -> dict | None:
-    """The stored run at ``path`` (None when there is none); a file that is not a run of ``request`` is an error
-    naming the file, never silently read as another run."""
+    """The stored run at ``path`` without its digest (None when there is none); a file that is not a run of
+    ``request``, or whose content does not match its digest (:func:`synth.store.check_digest`: edited after the
+    runner wrote it), is an error naming the file, never silently read."""
     if not path.is_file():
         return None
     try:
@@ -65,12 +66,24 @@ def load_run(path: Path, request: RunRequest | None = None) -> dict | None:
                          "that run") from None
     if not isinstance(data, dict) or not isinstance(data.get("result"), dict):
         raise StoreError(f"{path}: not a campaign run (no 'result' object); delete it to rerun that run")
+    data = check_digest(data, path)  # an edited result, device or note is refused (written before digests: as is)
     if request is not None:
         if (data.get("folder"), data.get("seed")) != (request.folder, request.seed) or \
                 run_point(data.get("point") or {}) != run_point(request.point):
             raise StoreError(f"{path}: holds another run (its folder, point or seed differ from the file name's); "
                              "delete it to rerun that run")
     return data
+
+
+def seal_run(path: Path) -> bool:
+    """Give a campaign run file written before digests its ``digest`` (nothing else changes; a file that has one is
+    checked, see :func:`load_run`); True when the file was rewritten.  Files that are not campaign runs are left."""
+    data = load_run(Path(path))
+    raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    if data is None or not raw.get("campaign") or "digest" in raw:
+        return False
+    write_json_atomic(path, with_digest(raw))
+    return True
 
 
 def stale_run(req: RunRequest, root: Path, changed_keys: list[str] | tuple[str, ...]) -> Path | None:

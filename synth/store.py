@@ -29,6 +29,11 @@ checked against its fingerprint and its ``spec.toml`` against the stored
 success criterion.  Only regular files are read (a FIFO in place of a file
 would block the reader forever).  A violation is a :class:`StoreError`
 naming the file and the line.
+
+Every record carries a ``digest``: the SHA-256 of its canonical JSON (sorted keys, no spaces) without that field;
+a store whose meta says so (``digest.records``, itself covered by the meta's digest) holds no record without one,
+so an edited line -- a success flipped, a metric changed -- is refused naming the file and the line.  These
+digests are an integrity check against accidental or casual edits (anyone can recompute them), not a signature.
 """
 
 from __future__ import annotations
@@ -47,20 +52,25 @@ from typing import Any
 from .errors import one_line
 
 __all__ = [
+    "DIGEST_KEY",
     "META_FILE",
     "RECORDS_FILE",
     "StoreError",
     "TornRecordWarning",
     "TrialStore",
+    "check_digest",
     "check_meta",
     "check_record",
     "read_meta",
     "fingerprint_of",
     "read_records",
+    "record_digest",
     "regular_file",
+    "seal_store",
     "seed_for",
     "save_figure_atomic",
     "verify_records",
+    "with_digest",
     "write_json_atomic",
     "write_text_atomic",
 ]
@@ -282,7 +292,9 @@ def read_records(directory: str | os.PathLike) -> list[dict]:
     if torn:
         warnings.warn(f"{path}: dropped a torn last record ({torn} bytes); it will be recomputed on --resume",
                       TornRecordWarning, stacklevel=2)
+    digests = _split_digests(records)
     verify_records(records, meta, path, lines)
+    _check_record_digests(records, digests, lines, path, _records_sealed(meta))
     return records
 
 
@@ -311,15 +323,85 @@ def _canonical(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
 
+RECORDS_DIGEST = "sha256"  # digest.records of a store whose every record carries its digest
+
+
 def _meta_hash(meta: dict) -> str:
-    return hashlib.sha256(_canonical({k: v for k, v in meta.items() if k != DIGEST_KEY})).hexdigest()
+    body = {k: v for k, v in meta.items() if k != DIGEST_KEY}
+    sealed = meta.get(DIGEST_KEY, {}).get("records") if isinstance(meta.get(DIGEST_KEY), dict) else None
+    # the records' flag is covered too (so that removing it cannot let an undigested line through); a meta without
+    # it hashes as before the flag existed
+    return hashlib.sha256(_canonical(body if sealed is None else {"meta": body, "records": sealed})).hexdigest()
 
 
-def _with_digest(meta: dict, directory: Path, files: Iterable[str]) -> dict:
-    """``meta`` with the SHA-256 of itself and of ``files`` (names in ``directory``, already written)."""
+def _with_digest(meta: dict, directory: Path, files: Iterable[str], records: bool = False) -> dict:
+    """``meta`` with the SHA-256 of itself and of ``files`` (names in ``directory``, already written); ``records``:
+    every record of the store carries its digest (:func:`record_digest`), and must."""
     digests = {name: hashlib.sha256((directory / name).read_bytes()).hexdigest() for name in sorted(files)}
     meta = {k: v for k, v in meta.items() if k != DIGEST_KEY}
-    return {**meta, DIGEST_KEY: {"meta": _meta_hash(meta), "files": digests}}
+    digest: dict[str, Any] = {"files": digests}
+    if records:
+        digest["records"] = RECORDS_DIGEST
+    digest["meta"] = _meta_hash({**meta, DIGEST_KEY: digest})
+    return {**meta, DIGEST_KEY: digest}
+
+
+def record_digest(obj: dict) -> str:
+    """SHA-256 of ``obj``'s canonical JSON (sorted keys, no spaces, strict) without its ``digest`` field: the digest
+    of a trial record or a campaign run file.  An integrity check against accidental or casual edits, not a
+    signature (anyone can recompute it)."""
+    if not isinstance(obj, dict):
+        raise TypeError(f"obj must be a JSON object (dict) to digest, got {type(obj).__name__}")
+    try:
+        text = _canonical({k: v for k, v in obj.items() if k != DIGEST_KEY})
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"obj must be strict JSON to digest (finite numbers, JSON types): {exc}") from None
+    return hashlib.sha256(text).hexdigest()
+
+
+def with_digest(obj: dict) -> dict:
+    """``obj`` (JSON-safe) with its :func:`record_digest` in the field ``digest``."""
+    plain = {k: v for k, v in obj.items() if k != DIGEST_KEY}
+    return {**plain, DIGEST_KEY: record_digest(plain)}
+
+
+def check_digest(obj: dict, where: object, required: bool = False) -> dict:
+    """``obj`` without its ``digest`` field, after checking it (StoreError naming ``where`` when it does not match:
+    the content was changed after it was written).  Without a digest ``obj`` is returned as it is (written before
+    digests), unless ``required``."""
+    digest = obj.get(DIGEST_KEY)
+    plain = {k: v for k, v in obj.items() if k != DIGEST_KEY}
+    if digest is None:
+        if required:
+            raise StoreError(f"{where}: has no digest, and every record of this store must (its meta.json says so); "
+                             "the line was edited or copied from elsewhere -- restore it or remove it")
+        return plain
+    try:
+        same = isinstance(digest, str) and digest == record_digest(plain)
+    except ValueError:  # a non-finite number: never written by the toolkit (strict JSON), so edited
+        same = False
+    if not same:
+        raise StoreError(f"{where}: changed after it was written (its digest does not match its content); restore it, "
+                         "or remove it to compute it again")
+    return plain
+
+
+def _records_sealed(meta: dict | None) -> bool:
+    """Whether ``meta`` (already checked against its own digest) says that every record carries a digest."""
+    digest = meta.get(DIGEST_KEY) if isinstance(meta, dict) else None
+    return isinstance(digest, dict) and digest.get("records") == RECORDS_DIGEST
+
+
+def _split_digests(records: list[dict]) -> list[Any]:
+    """Remove each record's ``digest`` field (in place); the digests, in order (None where a record has none)."""
+    return [rec.pop(DIGEST_KEY, None) for rec in records]
+
+
+def _check_record_digests(records: list[dict], digests: list[Any], lines: list[int], path: Path,
+                          required: bool) -> None:
+    """Refuse a record whose digest does not match it (or, in a sealed store, that has none), naming the line."""
+    for rec, digest, line in zip(records, digests, lines, strict=True):
+        check_digest(rec if digest is None else {**rec, DIGEST_KEY: digest}, f"{path}, line {line}", required)
 
 
 def _check_digest(meta: dict, directory: Path, path: Path) -> None:
@@ -376,6 +458,37 @@ def _check_legacy(meta: dict, directory: Path, path: Path) -> None:
             if parsed != spec["success"]:
                 raise StoreError(f"{path}: its success criterion differs from the one in {toml_path} (meta.json was "
                                  "edited); restore it, or rerun the sweep into a new directory")
+
+
+def seal_store(directory: str | os.PathLike) -> int:
+    """Give a store written before record digests its digests: each record of ``trials.jsonl`` gets its ``digest``
+    field (nothing else of the line changes; a record that has one is checked) and ``meta.json`` a digest that
+    covers itself, ``spec.toml`` and the records' flag (every record carries a digest from now on).  The store is
+    verified first (:func:`read_meta`, :func:`verify_records`) and locked while it is rewritten, atomically, records
+    first.  Returns the number of records."""
+    directory = Path(directory)
+    if not regular_file(directory / META_FILE, "meta file"):
+        raise StoreError(f"{directory}: no {META_FILE}, so not a store to seal (a sweep's output folder is expected)")
+    holder = TrialStore(directory)
+    holder._lock()
+    try:
+        meta = read_meta(directory)
+        path = directory / RECORDS_FILE
+        lines: list[int] = []
+        records, _, torn = _parse_lines(_read_regular(path, "record file"), path, lines)
+        if torn:
+            raise StoreError(f"{path}: ends in a torn record; resume the sweep (or drop that line) before sealing it")
+        digests = _split_digests(records)
+        verify_records(records, meta, path, lines)
+        _check_record_digests(records, digests, lines, path, _records_sealed(meta))
+        write_text_atomic(path, "".join(_canonical(with_digest(r)).decode("utf-8") + "\n" for r in records))
+        old = meta.get(DIGEST_KEY)
+        files = set(old.get("files", {})) if isinstance(old, dict) else set()
+        files |= {"spec.toml"} if regular_file(directory / "spec.toml", "spec file") else set()
+        write_json_atomic(directory / META_FILE, _with_digest(meta, directory, files, records=True))
+    finally:
+        holder.close()
+    return len(records)
 
 
 def fingerprint_of(points: list, root: Any, trial_id: str) -> str:
@@ -563,11 +676,15 @@ class TrialStore:
         path = self.directory / RECORDS_FILE
         old = read_meta(self.directory)
         records: list[dict] = []
+        sealed = True  # every record on file carries its digest (none on file: true), so the meta can say so
         if regular_file(path, "record file"):
             data = _read_regular(path, "record file")
             lines: list[int] = []
             records, good, torn = _parse_lines(data, path, lines)
+            digests = _split_digests(records)
             verify_records(records, old, path, lines)
+            _check_record_digests(records, digests, lines, path, _records_sealed(old))
+            sealed = all(d is not None for d in digests)
             if records and not resume:
                 self.close()
                 raise StoreError(f"{str(self.directory)!r} already holds {len(records)} finished trial(s); "
@@ -602,7 +719,7 @@ class TrialStore:
         covered = set(files or {})
         if same and isinstance(old.get(DIGEST_KEY), dict):  # files an earlier session wrote and this one did not
             covered |= {n for n in old[DIGEST_KEY].get("files", {}) if (self.directory / n).is_file()}
-        write_json_atomic(self.directory / META_FILE, _with_digest(meta, self.directory, covered))
+        write_json_atomic(self.directory / META_FILE, _with_digest(meta, self.directory, covered, records=sealed))
         existed = path.exists()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if not existed:
@@ -614,8 +731,9 @@ class TrialStore:
         if self._fd is None:
             raise RuntimeError("TrialStore.append called before open()")
         _check_finite(record)
-        line = json.dumps(record, sort_keys=True, allow_nan=False, default=_json_default,
-                          separators=(",", ":")).encode("utf-8") + b"\n"
+        plain = json.loads(json.dumps({k: v for k, v in record.items() if k != DIGEST_KEY}, allow_nan=False,
+                                      default=_json_default))
+        line = _canonical(with_digest(plain)) + b"\n"
         # one write() on an O_APPEND fd: the record lands contiguously at the end
         start = os.fstat(self._fd).st_size
         view = memoryview(line)

@@ -158,6 +158,11 @@ CASES = [
     ("synth.store.verify_records", lambda f, b: store.verify_records(
         [{"point": 5, "trial": 0, "seed": 1, "status": "ok", "params": {}, "result": {"a": 1}}],
         {"fingerprint": "x", "points": [{}]}, "t.jsonl"), "point 5 is out of range"),
+    ("synth.store.check_digest", lambda f, b: store.check_digest({"a": 1, "digest": "0" * 64}, "run.json"),
+     "run.json: changed after it was written"),
+    ("synth.store.record_digest", lambda f, b: store.record_digest({"a": float("nan")}), "obj must be strict JSON"),
+    ("synth.store.with_digest", lambda f, b: store.with_digest({"a": {1, 2}}), "obj must be strict JSON"),
+    ("synth.store.seal_store", lambda f, b: store.seal_store("/nonexistent-cflab-store"), "not a store to seal"),
     ("synth.store.check_meta", lambda f, b: store.check_meta({"fingerprint": 3}, "m.json"),
      "m.json: not a result-store meta.json"),
     # theory
@@ -332,6 +337,7 @@ EXEMPT = {
     "synth.montecarlo.known_backends": "no arguments",
     "synth.montecarlo.show_progress": "reads the environment",
     "synth.montecarlo.toolkit_version": "no arguments",
+    "synth.store.DIGEST_KEY": "a constant",
     "synth.store.META_FILE": "a constant",
     "synth.store.RECORDS_FILE": "a constant",
     "synth.store.StoreError": "an exception type",

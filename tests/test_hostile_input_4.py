@@ -538,3 +538,188 @@ def test_workers_beyond_the_memory_are_refused_naming_the_numbers(tmp_path, monk
     _one_line(code, capsys.readouterr().err, "--n-jobs 2 (2 worker processes of about", "MiB of memory",
               "allows 300 MiB", "lower --n-jobs")
     assert not (tmp_path / "out").exists()
+
+
+# -- item 9: stores and campaign runs carry digests; an edited record or run is refused naming file and line ---------
+
+
+
+@pytest.fixture(scope="module")
+def _sealed_store(tmp_path_factory):
+    from synth.cli import main as synth_main
+    from tests.test_faults import TINY_SPEC as spec
+
+    base = tmp_path_factory.mktemp("sealed")
+    (base / "tiny.toml").write_text(spec)
+    assert synth_main(["sweep", str(base / "tiny.toml"), "--out", str(base / "store"), "--quiet"]) == 0
+    return base
+
+
+@pytest.fixture
+def sealed(_sealed_store, tmp_path):
+    import shutil
+
+    shutil.copytree(_sealed_store / "store", tmp_path / "store", ignore=shutil.ignore_patterns(".lock"))
+    shutil.copy(_sealed_store / "tiny.toml", tmp_path / "tiny.toml")
+    return tmp_path / "tiny.toml", tmp_path / "store"
+
+
+def _edit_line(out: Path, line: int, change) -> None:
+    lines = (out / "trials.jsonl").read_text().splitlines()
+    rec = json.loads(lines[line - 1])
+    change(rec)
+    lines[line - 1] = json.dumps(rec, sort_keys=True, separators=(",", ":"))
+    (out / "trials.jsonl").write_text("".join(x + "\n" for x in lines))
+
+
+def _flip(rec: dict) -> None:
+    rec["result"]["success"] = not rec["result"]["success"]
+
+
+@pytest.mark.parametrize("change, fragment", [
+    (_flip, "changed after it was written (its digest does not match"),
+    (lambda r: r["result"].update(param_error=0.0), "changed after it was written"),
+    (lambda r: r.update(seconds=0.5), "changed after it was written"),
+    (lambda r: (_flip(r), r.pop("digest")), "has no digest, and every record of this store must"),
+], ids=["success-flipped", "metric", "clock", "digest-removed"])
+def test_an_edited_record_is_refused_naming_file_and_line(sealed, change, fragment, capsys):
+    from synth.cli import main as synth_main
+    from synth.store import read_records
+
+    spec, out = sealed
+    assert all("digest" in json.loads(x) for x in (out / "trials.jsonl").read_text().splitlines())
+    assert json.loads((out / "meta.json").read_text())["digest"]["records"] == "sha256"
+    _edit_line(out, 3, change)
+    with pytest.raises(ValueError, match=rf"trials.jsonl, line 3: {fragment.replace('(', '[(]')}"):
+        read_records(out)
+    _one_line(synth_main(["report", str(out)]), capsys.readouterr().err, "trials.jsonl, line 3", fragment)
+    _one_line(synth_main(["sweep", str(spec), "--out", str(out), "--quiet", "--resume"]), capsys.readouterr().err,
+              "trials.jsonl, line 3", fragment)
+
+
+def test_the_records_flag_cannot_be_dropped_from_the_meta(sealed):
+    from synth.store import read_records
+
+    _, out = sealed
+    meta = json.loads((out / "meta.json").read_text())
+    del meta["digest"]["records"]
+    (out / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="meta.json was changed after the store wrote it"):
+        read_records(out)
+
+
+def test_records_are_the_same_with_and_without_their_digests(sealed):
+    """The digest is the store's, not the trial's: read records carry none, and equal what the sweep returned."""
+    from synth.montecarlo import comparable
+    from synth.store import read_records
+
+    _, out = sealed
+    recs = read_records(out)
+    assert recs and all("digest" not in r for r in recs)
+    raw = [json.loads(x) for x in (out / "trials.jsonl").read_text().splitlines()]
+    assert comparable(recs) == comparable([{k: v for k, v in r.items() if k != "digest"} for r in raw])
+
+
+def test_a_store_without_record_digests_is_sealed_and_then_verified(sealed, capsys):
+    from synth.store import read_records, seal_store
+
+    spec, out = sealed
+    want = read_records(out)
+    meta = json.loads((out / "meta.json").read_text())
+    del meta["digest"]  # a store written before digests
+    (out / "meta.json").write_text(json.dumps(meta))
+    lines = [json.loads(x) for x in (out / "trials.jsonl").read_text().splitlines()]
+    (out / "trials.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if k != "digest"},
+                                                         sort_keys=True, separators=(",", ":")) + "\n" for r in lines))
+    before = (out / "trials.jsonl").read_text().splitlines()
+    assert read_records(out) == want  # legacy: read as it is
+    assert seal_store(out) == len(want)
+    after = (out / "trials.jsonl").read_text().splitlines()
+    # only the digest field was added to each line
+    assert [{k: v for k, v in json.loads(x).items() if k != "digest"} for x in after] == [json.loads(x) for x in before]
+    assert read_records(out) == want
+    _edit_line(out, 2, _flip)
+    with pytest.raises(ValueError, match="trials.jsonl, line 2: changed after it was written"):
+        read_records(out)
+
+
+def _committed_stores() -> list[str]:
+    return sorted(str(p.parent.relative_to(ROOT)) for p in (ROOT / "figures" / "measured").glob("*/store/meta.json"))
+
+
+@pytest.mark.parametrize("store_dir", _committed_stores())
+def test_committed_stores_carry_digests_and_an_edited_copy_is_refused(store_dir, tmp_path):
+    import shutil
+
+    from synth.store import read_meta, read_records
+
+    meta = read_meta(ROOT / store_dir)
+    assert meta["digest"]["records"] == "sha256" and "spec.toml" in meta["digest"]["files"]
+    lines = (ROOT / store_dir / "trials.jsonl").read_text().splitlines()
+    assert all('"digest":' in x for x in lines)
+    copy = tmp_path / "store"
+    shutil.copytree(ROOT / store_dir, copy, ignore=shutil.ignore_patterns(".lock"))
+    line = len(lines) // 2
+    _edit_line(copy, line, _flip)
+    with pytest.raises(ValueError, match=rf"trials.jsonl, line {line}: changed after it was written"):
+        read_records(copy)
+
+
+def _campaign_runs() -> list[Path]:
+    out = []
+    for path in sorted((ROOT / "figures" / "measured").glob("*/*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and data.get("campaign"):
+            out.append(path)
+    return out
+
+
+def test_committed_campaign_runs_carry_digests_that_match():
+    from figures.campaign_store import load_run
+
+    runs = _campaign_runs()
+    assert len(runs) > 100
+    for path in runs:
+        assert "digest" in json.loads(path.read_text()), path
+        assert "digest" not in load_run(path)
+
+
+@pytest.mark.parametrize("field", ["result", "device", "notes"])
+def test_an_edited_campaign_run_is_refused_naming_the_file(tmp_path, field):
+    from figures.campaign_store import load_run, seal_run
+    from synth.store import with_digest
+
+    run = {"campaign": 1, "folder": "f", "seed": 1, "point": {"algo": "ifca"}, "device": "cpu: x",
+           "result": {"test_accuracy": 0.5, "notes": ["a"]}}
+    path = tmp_path / "ifca-0123.json"
+    path.write_text(json.dumps(with_digest(run), indent=2))
+    assert load_run(path) == run
+    data = json.loads(path.read_text())
+    if field == "result":
+        data["result"]["test_accuracy"] = 0.99
+    elif field == "device":
+        data["device"] = "cuda: forged"
+    else:
+        data["result"]["notes"] = ["[x](javascript:alert(1))"]
+    path.write_text(json.dumps(data, indent=2))
+    with pytest.raises(ValueError, match=rf"{path}: changed after it was written"):
+        load_run(path)
+    # a run written before digests is read as it is, and sealed with nothing else changed
+    path.write_text(json.dumps(run, indent=2))
+    assert load_run(path) == run and seal_run(path) and load_run(path) == run
+    assert json.loads(path.read_text()) == with_digest(run) and not seal_run(path)
+
+
+def test_the_campaign_runner_writes_runs_with_their_digest(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    import figures.trials
+    from figures.campaign import RunRequest, execute
+    from figures.campaign_store import load_run
+
+    monkeypatch.setattr(figures.trials, "resolve_trial", lambda name, where="": lambda point, seed: {"ari": 1.0})
+    req = RunRequest("t", "folder", 0, 0, {"algo": "local", "dataset": "digits-rotated"}, 7,
+                     "figures.trials.nets_trial")
+    summary = execute(req, str(tmp_path), None, "test")
+    assert "error" not in summary or summary["error"] is None, summary
+    data = json.loads(req.path(tmp_path).read_text())
+    assert data["digest"] and load_run(req.path(tmp_path), req)["result"] == {"ari": 1.0}

@@ -138,11 +138,13 @@ def test_stored_fig3_sweep_is_a_paper_scale_row(tmp_path):
     dst.mkdir(parents=True)
     for f in ("meta.json", "spec.toml"):
         (dst / f).write_bytes((src / f).read_bytes())
+    from synth.store import with_digest
+
     with open(src / "trials.jsonl") as fh, open(dst / "trials.jsonl", "w") as out:
         for line in fh:
             rec = json.loads(line)
             rec["result"]["success_code_rule"] = rec["params"]["R"] < 0.3
-            out.write(json.dumps(rec) + "\n")
+            out.write(json.dumps(with_digest(rec)) + "\n")  # an edit made on purpose: its digest made anew
     falling = [r for r in store_rows(tmp_path) if "σ=" in r.item]
     assert len(falling) == 4 and all(r.verdict.startswith("differs") for r in falling)
     assert all("not in figures/measured/README.md" in r.note for r in falling)  # no README beside the copy
