@@ -43,8 +43,9 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-# IFCA Table I and SR-FCA's simulated MNIST first (stored on an H100 on 2026-11-26: skipped there), then CLoVE's
-# image cells by published numbers per CPU-hour (figures/measured/campaign.csv), about 42 CPU-hours each here
+# The cells whose protocol was corrected first (their stored runs are stale, figures/published/protocols: IFCA
+# Table I's test machines and Local baseline, 3 seeds each; SR-FCA's λ tuned on a validation split), then CLoVE's
+# image cells by published numbers per CPU-hour (figures/measured/campaign.csv), about 27-38 CPU-hours each here
 DEFAULT_CELLS = ("ifca-table1:mnist-rotated:2400", "ifca-table1:mnist-rotated:1200", "ifca-table1:mnist-rotated:4800",
                  "srfca-simulated:mnist-inverted", "srfca-simulated:mnist-rotated",
                  "clove-label-skew-1:mnist", "clove-feature-skew:mnist", "clove-label-skew-2:mnist",

@@ -197,11 +197,12 @@ def _artifact_target(pub: Published) -> str:
 
 
 def minimal_seeds(cell: Cell) -> int:
-    """Seeds of a cell's minimal test: 3, or the paper's own count if smaller; IFCA Table I's settings: 1 (the
-    campaign's rule, issue #30: one IFCA Table I seed takes 5-7 core-hours here)."""
-    if cell.folder == "ifca-table1":
-        return 1
-    return min(3, cell.seeds, PAPER_SEEDS.get(cell.paper, 3))
+    """Seeds of a cell's minimal test: 3, the fewest that give a verdict (figures.verdicts.MIN_SEEDS), or the
+    paper's own count if smaller.  IFCA Table I's settings too: one of their seeds takes 3-7 CPU-hours here, so they
+    need a GPU (29-57 s a run on an H100)."""
+    from .verdicts import MIN_SEEDS
+
+    return min(MIN_SEEDS, cell.seeds, PAPER_SEEDS.get(cell.paper, MIN_SEEDS))
 
 
 # -- provenance ----------------------------------------------------------------------------------------------------
@@ -973,12 +974,15 @@ def gpu_queue(cell_list: list[Cell], only: list[str] | None, root: Path = HERE) 
 def run_campaign(budget_hours: float = BUDGET_HOURS, n_jobs: int = 1, root: Path = HERE, data_dir: str | None = None,
                  only: list[str] | None = None, hours: float | None = None, command: str = "",
                  log: Callable[[str], None] = print, device: str = "cpu", gpu_order: bool | None = None,
-                 on_stored: Callable[[dict], None] | None = None) -> int:
+                 on_stored: Callable[[dict], None] | None = None, backend: str = "loky", scheduler: object = None,
+                 cpus: int = 1, gpus: int = 0) -> int:
     """Time the cells not timed yet, then run the queue (see :func:`queue`) with ``n_jobs`` processes, one JSON
     per finished run; ``only`` restricts to cells whose name contains one of the strings; ``hours`` stops
     starting runs after that much wall time.  On ``device`` ``"cuda"`` (or with ``gpu_order``) nothing is timed
     and the CPU budget does not apply: the queue is :func:`gpu_queue`, one run at a time.  ``on_stored`` is
-    called with each finished run's summary.  Returns the number of runs finished."""
+    called with each finished run's summary.  ``backend`` ``"dask"``: the runs go to the Dask workers of
+    ``scheduler`` (None: a local cluster of ``cpus`` CPU and ``gpus`` GPU workers), see
+    :mod:`figures.campaign_dask`.  Returns the number of runs finished."""
     from joblib import Parallel, delayed
 
     if gpu_order is None:
@@ -994,6 +998,11 @@ def run_campaign(budget_hours: float = BUDGET_HOURS, n_jobs: int = 1, root: Path
     if only is not None and not cell_list:
         raise ValueError(f"only (--cells): no cell named by {', '.join(map(repr, only))} has its data in the data "
                          f"directory ({data_dir or 'the default one'}); see the column data of {MANIFEST}")
+    if backend == "dask":  # GPU queue first on GPU workers, the CPU queue on CPU workers; the coordinator stores
+        from .campaign_dask import run_on_dask
+
+        return run_on_dask(cell_list, budget_hours, root, data_dir, hours, command, log, scheduler=scheduler,
+                           cpus=cpus, gpus=gpus, on_stored=on_stored)
     if not gpu_order:
         timings = measure(cell_list, root, data_dir, log=log, budget_hours=budget_hours)
         plans = plan(cell_list, timings, budget_hours, root, data_dir)
@@ -1041,9 +1050,11 @@ _BEGIN, _END = "<!-- campaign summary: begin -->", "<!-- campaign summary: end -
 
 def refresh(budget_hours: float = BUDGET_HOURS, root: Path = HERE, data_dir: str | None = None,
             only: list[str] | None = None, command: str = "", measure_missing: bool = True,
-            log: Callable[[str], None] = print) -> tuple[Path, str]:
+            log: Callable[[str], None] = print, devices: tuple[int, int] | None = None) -> tuple[Path, str]:
     """Write ``campaign.csv`` and the summary in ``README.md`` (between its campaign markers) from the stored runs
-    and timings, timing the cells not timed yet first when ``measure_missing``."""
+    and timings, timing the cells not timed yet first when ``measure_missing``; with ``devices`` (CPU workers, GPU
+    workers) the returned text ends with the table's wall time on them (:func:`figures.campaign_dask.device_plan`,
+    not written to ``README.md``)."""
     timings = read_timings(root)  # a forged or corrupt file is refused before the minute of collecting
     requests, _ = collect(root, data_dir)
     cell_list = cells(requests)
@@ -1065,6 +1076,10 @@ def refresh(budget_hours: float = BUDGET_HOURS, root: Path = HERE, data_dir: str
         heading = "" if "## The paper-scale campaign" in body else "## The paper-scale campaign (`campaign.csv`)\n\n"
         body = body.rstrip() + "\n\n" + heading + block + "\n"
     write_text_atomic(readme, body)
+    if devices is not None:
+        from .campaign_dask import device_plan
+
+        text += "\n\n" + device_plan(plans, timings, *devices, root=root, budget_hours=budget_hours)
     return path, text
 
 

@@ -68,7 +68,7 @@ def test_every_published_number_is_in_the_manifest_once(tmp_path, fake_data):
     # CIFAR-10 is not in the fake data directory, nor FMNIST: their numbers have no runs
     assert all(r["status"] == "data not available" for r in rows if "CIFAR" in r["column"])
     t1 = [p for p in plans if p.cell.folder == "ifca-table1"]
-    assert len(t1) == 3 and all(p.minimal == 1 for p in t1)
+    assert len(t1) == 3 and all(p.minimal == 3 for p in t1)  # 3 seeds: the fewest that give a verdict
     assert all(p.minimal == 3 for p in plans if p.cell.folder.startswith("clove-"))
 
 
@@ -198,16 +198,17 @@ def test_a_gpu_takes_the_named_cells_in_order_and_its_runs_cost_no_cpu_budget(tm
     requests, _ = campaign.collect(root, fake_data, names=["ifca-table1", "clove-table5"])
     cells = campaign.cells(requests)
     todo = campaign.gpu_queue(cells, ["mnist-rotated:1200", "unsup-mnist", "mnist-rotated:2400"], root)
-    # the cells as named (IFCA Table I's minimal test is 1 seed, CLoVE's 3), none of the cells not named
+    # the cells as named, 3 seeds each (the fewest that give a verdict), none of the cells not named
     settings = [(r.folder, r.point["clients"]) for r in todo]
-    assert settings == [("ifca-table1", 1200)] * 3 + [("clove-unsup-mnist", 50)] * 12 + [("ifca-table1", 2400)] * 3
-    assert [r.trial for r in todo[3:15]] == [0] * 4 + [1] * 4 + [2] * 4
+    assert settings == [("ifca-table1", 1200)] * 9 + [("clove-unsup-mnist", 50)] * 12 + [("ifca-table1", 2400)] * 9
+    assert [r.trial for r in todo[:9]] == [0] * 3 + [1] * 3 + [2] * 3
+    assert [r.trial for r in todo[9:21]] == [0] * 4 + [1] * 4 + [2] * 4
     first = todo[0]
     first.path(root).parent.mkdir(parents=True, exist_ok=True)
     record = {"campaign": 1, "folder": first.folder, "seed": first.seed, "point": first.point, "cpu_seconds": 40.0,
               "device": "cuda: NVIDIA H100 80GB HBM3", "result": {}}
     first.path(root).write_text(json.dumps(record))
-    assert campaign.gpu_queue(cells, ["mnist-rotated:1200"], root) == todo[1:3]  # stored: not queued again
+    assert campaign.gpu_queue(cells, ["mnist-rotated:1200"], root) == todo[1:9]  # stored: not queued again
     assert campaign.stored_seconds(root) == {}  # a GPU's 40 s price no CPU run and spend no CPU budget
     first.path(root).write_text(json.dumps(dict(record, device="cpu: AMD EPYC, 2 cores")))
     assert list(campaign.stored_seconds(root).values()) == [[40.0]]
