@@ -1081,32 +1081,3 @@ def refresh(budget_hours: float = BUDGET_HOURS, root: Path = HERE, data_dir: str
 
         text += "\n\n" + device_plan(plans, timings, *devices, root=root, budget_hours=budget_hours)
     return path, text
-
-
-# -- how each cell's setting differs from the paper's (printed on its paper-scale rows) -------------------------------
-
-def protocol(cell: Cell) -> list[str]:
-    """The settings a cell's runs choose where the paper is silent, and where they differ from the paper."""
-    from .clove_nets import FULL_N_TEST, TEXT_DEVIATION
-
-    f = cell.folder
-    if f == "ifca-table1":
-        return ["rounds: 300 (IFCA does not give them)",
-                "one random initialisation per seed (IFCA's conclusion: 'random initialization with multiple "
-                "restarts', how many and how the best is chosen not given)",
-                "rows marked [IFCA's test] use the paper's test (400 test machines of 100 images, each scored by its "
-                "min-loss model); the other rows score each client's own test images"]
-    if f == "srfca-simulated":
-        return ["lambda tuned over {1, 1.5, 2, 3} on the mean test accuracy of the seeds (SR-FCA tunes lambda and "
-                "beta; beta = 0.1 here)",
-                "CFL with Sattler et al.'s thresholds (SR-FCA gives none)",
-                "each client scored on its own test images"]
-    if f == "clove-amazon":
-        return [TEXT_DEVIATION["Amazon"]]
-    if f.startswith("clove-unsup"):
-        return ["5 clients per cluster (10 clusters, one digit each) of 250 images (CLoVE App. C.2); "
-                f"{FULL_N_TEST} test images per client (not given)"]
-    if f.startswith("clove-"):
-        return ["5 clients per cluster (CLoVE: 20-100 clients in 4-10 clusters, not per table)",
-                f"{FULL_N_TEST} test images per client (not given)"]
-    return []

@@ -55,8 +55,8 @@ def _ifca_table1(rec: dict, args: dict) -> list[dict]:
         return []
     diffs = ["the paper does not give the number of rounds"]
     if rec.get("n_test_machines") is None:  # the IFCA test protocol option records this key
-        diffs.append("test: each client's own test images, scored with the min-loss model (IFCA: 400 test machines "
-                     "of 100 images)")
+        diffs.append("test: each client's own test images, scored with the min-loss model (IFCA: m_test = 10000 k / n "
+                     "test machines of n images)")
     return [dict(paper="IFCA", artifact="Table I", row=_IFCA_ROW[rec["algo"]], column=f"Rotated MNIST (m,n)=({m},{n})",
                  group="", metric="test_accuracy", scale=100.0, paper_seeds=5, differences=diffs)]
 
