@@ -14,3 +14,19 @@ def cpu_name() -> str:
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def count(flag: str, low: int = 1):
+    """An argparse ``type``: an integer >= ``low`` for ``flag`` (else an ``ArgumentTypeError``, which argparse
+    prefixes with the flag: one line through :class:`synth.cli.CleanParser`)."""
+    import argparse
+
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expects an integer >= {low}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {value}")
+        return value
+    return convert

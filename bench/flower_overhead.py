@@ -14,7 +14,6 @@ ClientApp at a time), the server in the driver process.  Both runs must reach th
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -61,15 +60,21 @@ def measure(clients: int, n: int, rounds: int, actors: int) -> dict:
     }
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def _main(argv: list[str]) -> int:
+    from bench._machine import count
+    from synth.cli import CleanParser
+
+    parser = CleanParser(prog="flower_overhead.py", allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"comma list of {', '.join(CONFIGS)}")
-    parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--actors", type=int, default=1)
+    parser.add_argument("--rounds", type=count("--rounds"), default=10)
+    parser.add_argument("--actors", type=count("--actors"), default=1)
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     rows = []
+    unknown = [c for c in args.configs.split(",") if c not in CONFIGS]
+    if unknown:
+        raise ValueError(f"--configs: unknown {', '.join(map(repr, unknown))}; choose from {', '.join(CONFIGS)}")
     for label in args.configs.split(","):
         clients, n = CONFIGS[label]
         load = os.getloadavg()[0]
@@ -90,6 +95,14 @@ def main(argv=None) -> int:
     else:
         print(text)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit status 0, or 2 with one line on stderr (a wrong argument, an unusable file; ``--debug`` shows the
+    traceback), 130 on Ctrl-C."""
+    from synth.errors import run_main
+
+    return run_main("flower_overhead.py", _main, argv)
 
 
 if __name__ == "__main__":

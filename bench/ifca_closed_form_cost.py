@@ -13,7 +13,6 @@ Timings are benchmarks: nothing here is asserted by the tests.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -27,8 +26,10 @@ sys.path.insert(0, str(ROOT))
 SHAPES = ((100, 100, 2), (200, 50, 2), (400, 100, 4), (800, 200, 4))  # (m, n, k) of grids a, c, b, d
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def _main(argv: list[str]) -> int:
+    from synth.cli import CleanParser
+
+    ap = CleanParser(prog="ifca_closed_form_cost.py", allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = ap.parse_args(argv)
     from threadpoolctl import threadpool_limits
@@ -67,6 +68,14 @@ def main(argv=None) -> int:
         Path(args.json).write_text(json.dumps({"command": "python bench/ifca_closed_form_cost.py", "rows": rows},
                                               indent=1))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit status 0, or 2 with one line on stderr (a wrong argument, an unusable file; ``--debug`` shows the
+    traceback), 130 on Ctrl-C."""
+    from synth.errors import run_main
+
+    return run_main("ifca_closed_form_cost.py", _main, argv)
 
 
 if __name__ == "__main__":

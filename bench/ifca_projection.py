@@ -35,7 +35,6 @@ that ``--resume`` continues an interrupted run.  Timings are benchmarks: nothing
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -75,18 +74,23 @@ def _run(params: dict, seed: int) -> dict:
     return out
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def _main(argv: list[str]) -> int:
+    from bench._machine import count
+    from synth.cli import CleanParser
+
+    ap = CleanParser(prog="ifca_projection.py", allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--grids", default="a,b,c,d", help="comma list of a, b, c, d (default: all four)")
     ap.add_argument("--variant", choices=("code", "text"), default="code", help="theta* of the public code or text")
-    ap.add_argument("--cells", type=int, default=None, help="cells per grid, evenly spaced (default: every cell)")
+    ap.add_argument("--cells", type=count("--cells"), default=None,
+                    help="cells per grid, evenly spaced (default: every cell)")
     ap.add_argument("--protocols", default="converged,fixed,float64", help="comma list of converged, fixed, float64")
     ap.add_argument("--json", default=None, help="output JSON (default bench/results/ifca_projection_<variant>.json)")
     ap.add_argument("--resume", action="store_true", help="keep the trials already in --json")
     ap.add_argument("--summary-only", action="store_true",
                     help="run nothing: summarise the trials already in --json (e.g. of an interrupted run)")
-    ap.add_argument("--seeds-per-cell", type=int, default=1, help="data seeds per sampled cell (default 1)")
-    ap.add_argument("--n-jobs", type=int, default=1, help="trials run at once (default 1)")
+    ap.add_argument("--seeds-per-cell", type=count("--seeds-per-cell"), default=1,
+                    help="data seeds per sampled cell (default 1)")
+    ap.add_argument("--n-jobs", type=count("--n-jobs"), default=1, help="trials run at once (default 1)")
     ap.add_argument("--agreement-with", nargs="+", default=[], metavar="OTHER.json",
                     help="other samples whose verdicts join the agreement count (distinct data seeds)")
     args = ap.parse_args(argv)
@@ -278,6 +282,14 @@ def _write(out: Path, rows, summary=None, seconds=None) -> None:
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=1))
     tmp.replace(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit status 0, or 2 with one line on stderr (a wrong argument, an unusable file; ``--debug`` shows the
+    traceback), 130 on Ctrl-C."""
+    from synth.errors import run_main
+
+    return run_main("ifca_projection.py", _main, argv)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ diverged, or max_rounds (all 300) -- per grid and step size.  Iteration counts a
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections import defaultdict
@@ -40,11 +39,14 @@ def _runs(grid: str, cell: int, trial: int) -> dict:
             "rounds": [int(r) for r in extra["run_rounds"]], "steps": [float(g) for g in extra["run_step_sizes"]]}
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def _main(argv: list[str]) -> int:
+    from bench._machine import count
+    from synth.cli import CleanParser
+
+    ap = CleanParser(prog="ifca_run_status.py", allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--sample", default="bench/results/ifca_projection_code_agreement.json",
                     help="a projection JSON (relative paths are to the repository root)")
-    ap.add_argument("--n-jobs", type=int, default=2)
+    ap.add_argument("--n-jobs", type=count("--n-jobs"), default=2)
     ap.add_argument("--json", default="bench/results/ifca_run_status.json",
                     help="output JSON (relative paths are to the repository root)")
     args = ap.parse_args(argv)
@@ -71,6 +73,14 @@ def main(argv=None) -> int:
     (ROOT / args.json).write_text(json.dumps({"command": command, "sample": args.sample,
                                            "run_rounds": summary, "trials": runs}, indent=1))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit status 0, or 2 with one line on stderr (a wrong argument, an unusable file; ``--debug`` shows the
+    traceback), 130 on Ctrl-C."""
+    from synth.errors import run_main
+
+    return run_main("ifca_run_status.py", _main, argv)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ benchmarks: nothing here is asserted by the tests.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import os
@@ -29,10 +28,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _main(argv: list[str]) -> int:
+    from bench._machine import count
+    from synth.cli import CleanParser
+
+    ap = CleanParser(prog="ifca_trial_overheads.py", allow_abbrev=False, description=__doc__.splitlines()[0])
     ap.add_argument("--sample", default=str(ROOT / "bench" / "results" / "ifca_projection_code_agreement.json"))
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=count("--reps"), default=3)
     ap.add_argument("--json", default=None, help="write the table here")
     args = ap.parse_args(argv)
     if args.reps < 1:
@@ -81,6 +83,14 @@ def main(argv=None) -> int:
                         "load_average": list(os.getloadavg())},
             "summary": summary, "rows": rows}, indent=1))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit status 0, or 2 with one line on stderr (a wrong argument, an unusable file; ``--debug`` shows the
+    traceback), 130 on Ctrl-C."""
+    from synth.errors import run_main
+
+    return run_main("ifca_trial_overheads.py", _main, argv)
 
 
 if __name__ == "__main__":

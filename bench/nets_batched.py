@@ -68,14 +68,19 @@ def machine() -> str:
             f"load average {load:.1f}")
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def _main(argv: list[str]) -> int:
+    from bench._machine import count
+    from synth.cli import CleanParser
+
+    parser = CleanParser(prog="nets_batched.py", allow_abbrev=False,
+                         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    parser.add_argument("--clients", type=int, default=100)
+    parser.add_argument("--clients", type=count("--clients"), default=100)
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"comma list of {', '.join(CONFIGS)}")
-    parser.add_argument("--rounds", type=int, default=3, help="timed rounds per backend (batched)")
-    parser.add_argument("--looped-rounds", type=int, default=2, help="timed rounds per backend (looped)")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--rounds", type=count("--rounds"), default=3, help="timed rounds per backend (batched)")
+    parser.add_argument("--looped-rounds", type=count("--looped-rounds"), default=2,
+                        help="timed rounds per backend (looped)")
+    parser.add_argument("--threads", type=count("--threads"), default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--data-dir", default=None)
     args = parser.parse_args(argv)
     if args.threads:
@@ -85,6 +90,9 @@ def main(argv=None) -> int:
                                                           if device.type == "cuda" else ""))
     print(f"IFCA, {args.clients} clients, k = 4, MLP 784-200-10, model averaging, tau = 10, full participation")
     print(f"{'config':>10} {'batched r/s':>12} {'looped r/s':>11} {'speed-up':>9}  data")
+    unknown = [c for c in args.configs.split(",") if c not in CONFIGS]
+    if unknown:
+        raise ValueError(f"--configs: unknown {', '.join(map(repr, unknown))}; choose from {', '.join(CONFIGS)}")
     for name in args.configs.split(","):
         n, batch = CONFIGS[name]
         X, y, what = federation(n, args.clients, np.random.default_rng(0), args.data_dir)
@@ -97,6 +105,14 @@ def main(argv=None) -> int:
         print(f"{name:>10} {rates[True]:12.3f} {rates[False]:11.3f} {rates[True] / rates[False]:8.2f}x  {what}",
               flush=True)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit status 0, or 2 with one line on stderr (a wrong argument, an unusable file; ``--debug`` shows the
+    traceback), 130 on Ctrl-C."""
+    from synth.errors import run_main
+
+    return run_main("nets_batched.py", _main, argv)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ the load average; ``--json OUT`` writes the numbers.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -217,15 +216,19 @@ def machine() -> dict:
             "load_average_start": os.getloadavg()}
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--iters", type=int, default=300, help="IFCA iterations per timed fit (one run)")
-    ap.add_argument("--restart-iters", type=int, default=30, help="iterations per timed fit with 30 stacked runs")
+def _main(argv: list[str]) -> int:
+    from bench._machine import count
+    from synth.cli import CleanParser
+
+    ap = CleanParser(prog="roofline.py", allow_abbrev=False, description=__doc__.splitlines()[0])
+    ap.add_argument("--iters", type=count("--iters"), default=300, help="IFCA iterations per timed fit (one run)")
+    ap.add_argument("--restart-iters", type=count("--restart-iters"), default=30,
+                    help="iterations per timed fit with 30 stacked runs")
     ap.add_argument("--fused-threads", default="auto",
                     help="comma list of fused-kernel thread counts to time ('auto': as the backend picks)")
     ap.add_argument("--sweep", action="store_true", help="also time both paths over model-stack sizes")
     ap.add_argument("--sweep-only", action="store_true", help="only the sweep (no ceilings, no IFCA fits)")
-    ap.add_argument("--blas-threads", type=int, default=None,
+    ap.add_argument("--blas-threads", type=count("--blas-threads"), default=None,
                     help="run under a BLAS thread limit (1: the Monte Carlo engine's setting); default: the library's")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -287,6 +290,14 @@ def _print_rows(bw: dict, rates: dict, rows: list[dict]) -> None:
               f"{1e3 * r['mem_floor_s']:9.2f} {1e3 * r['flop_floor_s']:10.2f} {r['ratio_to_floor']:7.2f}  "
               f"{'same on all paths' if r['same_labels_all_paths'] else 'DIFFER between paths'}")
     print("* the path GLMBackend(kernel='auto') takes; floors are per iteration")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit status 0, or 2 with one line on stderr (a wrong argument, an unusable file; ``--debug`` shows the
+    traceback), 130 on Ctrl-C."""
+    from synth.errors import run_main
+
+    return run_main("roofline.py", _main, argv)
 
 
 if __name__ == "__main__":

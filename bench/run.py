@@ -479,11 +479,14 @@ def compare(rows: list[dict], old_path: str) -> None:
                 f"SLOWER than {Path(old_path).name} by {100 * change:.0f}% (noise band {100 * band:.0f}%)"
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _main(argv: list[str]) -> int:
+    from bench._machine import count
+    from synth.cli import CleanParser
+
+    ap = CleanParser(prog="run.py", allow_abbrev=False, description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes and fewer iterations (< 10 minutes)")
     ap.add_argument("--json", default=None, metavar="OUT", help="write the rows and the machine to OUT")
-    ap.add_argument("--threads", type=int, default=None, help="BLAS threads (default: the library's)")
+    ap.add_argument("--threads", type=count("--threads"), default=None, help="BLAS threads (default: the library's)")
     ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
     ap.add_argument("--compare", default=None, metavar="OLD.json", help="flag rows slower than an earlier run")
     ap.add_argument("--markdown", default=None, metavar="RESULT.json",
@@ -548,6 +551,14 @@ def main(argv=None) -> int:
         Path(args.json).write_text(json.dumps({"machine": machine, "quick": args.quick, "wall_s": wall,
                                                "ceilings": ceil, "rows": rows}, indent=2, default=float))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit status 0, or 2 with one line on stderr (a wrong argument, an unusable file; ``--debug`` shows the
+    traceback), 130 on Ctrl-C."""
+    from synth.errors import run_main
+
+    return run_main("run.py", _main, argv)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ fields aside).  Timings are benchmarks: nothing here is asserted by the tests.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -23,16 +22,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def main(argv: list[str] | None = None) -> int:
+def _main(argv: list[str]) -> int:
     from threadpoolctl import threadpool_limits
 
-    from bench._machine import cpu_name
+    from bench._machine import count, cpu_name
+    from synth.cli import CleanParser
     from synth.sweep import experiment_trial
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = CleanParser(prog="sweep_retime.py", allow_abbrev=False, description=__doc__.splitlines()[0])
     ap.add_argument("store")
-    ap.add_argument("--every", type=int, default=5, help="rerun the trials whose index is a multiple of this")
-    ap.add_argument("--first", type=int, default=None, help="only the store's first N records (default: all)")
+    ap.add_argument("--every", type=count("--every"), default=5,
+                    help="rerun the trials whose index is a multiple of this")
+    ap.add_argument("--first", type=count("--first"), default=None,
+                    help="only the store's first N records (default: all)")
     ap.add_argument("--json", default=None, help="write the per-trial timings here")
     args = ap.parse_args(argv)
     if args.every < 1:
@@ -64,6 +66,14 @@ def main(argv: list[str] | None = None) -> int:
           f"{out['segment_cpu_hours_estimate']:.2f} CPU-h (stored wall {out['segment_stored_wall_hours']:.2f} h); "
           f"results identical: {out['all_identical']}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit status 0, or 2 with one line on stderr (a wrong argument, an unusable file; ``--debug`` shows the
+    traceback), 130 on Ctrl-C."""
+    from synth.errors import run_main
+
+    return run_main("sweep_retime.py", _main, argv)
 
 
 if __name__ == "__main__":

@@ -723,3 +723,39 @@ def test_the_campaign_runner_writes_runs_with_their_digest(tmp_path, monkeypatch
     assert "error" not in summary or summary["error"] is None, summary
     data = json.loads(req.path(tmp_path).read_text())
     assert data["digest"] and load_run(req.path(tmp_path), req)["result"] == {"ari": 1.0}
+
+
+# -- item 10: the bench scripts end in one line on a wrong argument or file --------------------------------------------
+
+@pytest.mark.parametrize("script, argv, fragment", [
+    ("rerun_on_cpu", ["/nonexistent-cflab/run.json"], "not a readable campaign run (FileNotFoundError"),
+    ("rerun_on_cpu", ["TRUNCATED"], "not a readable campaign run (JSONDecodeError"),
+    ("rerun_on_cpu", ["RUN", "--dtype", "float16"], "argument --dtype: invalid choice"),
+    ("rerun_on_cpu", [], "the following arguments are required: runs"),
+    ("sweep_retime", ["/nonexistent-cflab"], "no such file or directory"),
+    ("sweep_retime", ["STORE", "--every", "0"], "argument --every: must be an integer >= 1, got 0"),
+    ("run", ["--only", "nope"], "--only: unknown section(s) nope"),
+    ("run", ["--threads", "x"], "argument --threads: expects an integer >= 1, got 'x'"),
+    ("roofline", ["--iters", "0"], "argument --iters: must be an integer >= 1"),
+    ("ifca_projection", ["--n-jobs", "-1"], "argument --n-jobs: must be an integer >= 1, got -1"),
+    ("ifca_trial_overheads", ["--sample", "/nonexistent-cflab.json"], "--sample"),
+    ("ifca_run_status", ["--sample", "/nonexistent-cflab.json"], "no such file or directory"),
+    ("ifca_closed_form_cost", ["--jsn", "x"], "unrecognized argument '--jsn'"),
+    ("nets_batched", ["--configs", "nope"], "--configs: unknown 'nope'"),
+    ("flower_overhead", ["--rounds", "0"], "argument --rounds: must be an integer >= 1, got 0"),
+    ("gpu_run", ["--out", "x"], "the following arguments are required: --data-dir"),
+])
+def test_bench_script_errors_are_one_line(tmp_path, script, argv, fragment, capsys):
+    import importlib
+
+    if script in ("nets_batched", "flower_overhead", "rerun_on_cpu"):
+        pytest.importorskip("torch")
+    (tmp_path / "trunc.json").write_text('{"campaign": 1, "poi')
+    (tmp_path / "run.json").write_text("{}")
+    (tmp_path / "store").mkdir()
+    names = {"TRUNCATED": str(tmp_path / "trunc.json"), "RUN": str(tmp_path / "run.json"),
+             "STORE": str(tmp_path / "store")}
+    main = importlib.import_module(f"bench.{script}").main
+    code = main([names.get(a, a) for a in argv])
+    out, err = capsys.readouterr()
+    _one_line(code, err, fragment)
