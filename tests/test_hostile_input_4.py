@@ -759,3 +759,149 @@ def test_bench_script_errors_are_one_line(tmp_path, script, argv, fragment, caps
     code = main([names.get(a, a) for a in argv])
     out, err = capsys.readouterr()
     _one_line(code, err, fragment)
+
+
+# -- the fuzz: random flags and values from each parser's own options, always one line and exit 0 or 2 ----------------
+#
+# Every drawn command line carries one value that is refused before any work (a "poison": --K 0, --clients 0,
+# --n-jobs 0, a --cells naming no cell), so no example trains or samples anything: the property is about the
+# handling of the arguments -- every flag, repeated, misplaced, of another algorithm, with nan, inf, empty or
+# binary values -- which runs before the poison is found.  Deterministic (derandomize) and bounded: about 20 s.
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+FUZZ_VALUES = ["", "0", "-1", "1", "2", "3", "0.5", "nan", "inf", "-inf", "1e308", "-1e-320", "x", "ifca", "global",
+               "cfl", "fedala", "cpu", "cuda", "dask", "a,b", "1,,2", "=", "k=v", "step_size=-1", "/dev/null",
+               "/nonexistent-cflab", "nul\x00byte", "--json", "-x", "é", "1" * 400]
+
+
+def _options(parser, skip=("-h", "--help")) -> list[str]:
+    return sorted({o for a in parser._actions for o in a.option_strings if o not in skip})
+
+
+def _subparser(parser, name):
+    import argparse
+
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices[name]
+
+
+def _draw_flags(draw, options: list[str], n_max: int = 4) -> list[str]:
+    argv: list[str] = []
+    for _ in range(draw(st.integers(0, n_max))):
+        flag = draw(st.sampled_from(options))
+        if draw(st.booleans()):
+            argv += [flag, draw(st.sampled_from(FUZZ_VALUES))]
+        else:
+            argv.append(flag)  # a flag without its value, or a store_true flag
+    return argv
+
+
+@st.composite
+def _synth_argvs(draw):
+    from synth.cli import _load_plugins, build_parser
+
+    _load_plugins()
+    cmd = draw(st.sampled_from(["run", "sweep", "report"]))
+    head = {"run": ["run"], "sweep": ["sweep", draw(st.sampled_from(FUZZ_VALUES))],
+            "report": ["report", draw(st.sampled_from(FUZZ_VALUES))]}[cmd]
+    argv = head + _draw_flags(draw, _options(_subparser(build_parser(), cmd)))
+    poison = {"run": ["--K", "0"], "sweep": ["--n-jobs", "0"], "report": []}[cmd]
+    return argv + poison
+
+
+@st.composite
+def _nets_argvs(draw):
+    from nets.cli import build_parser
+
+    return ["run", *_draw_flags(draw, _options(_subparser(build_parser(), "run"))), "--clients", "0"]
+
+
+@st.composite
+def _theory_argvs(draw):
+    from theory import get_result
+    from theory.cli import _result_parser
+    from theory.results import REGISTRY
+
+    get_result("ifca-lemma1")  # imports every result
+    cmd = draw(st.sampled_from(["check", "sweep", "show", "list"]))
+    if cmd == "list":
+        return ["list", *draw(st.sampled_from([[], ["--json"], ["--json", "--json"], ["-x"]]))]
+    name = draw(st.sampled_from(sorted(REGISTRY)))
+    if cmd == "show":
+        return ["show", name]
+    argv = [cmd, name, *_draw_flags(draw, _options(_result_parser(name, "fuzz", sweep=cmd == "sweep")))]
+    if cmd == "sweep" and "--over" not in argv:
+        argv += ["--over", draw(st.sampled_from(["n=1,2", "x=1", "", "alpha=nan"]))]
+    return argv + ["--n-jobs", "0"]
+
+
+@st.composite
+def _repro_argvs(draw):
+    import paper_repro
+    from figures import load_targets
+
+    options = _options(paper_repro._parser(load_targets()))
+    if draw(st.booleans()):  # the campaign: a --cells naming no cell stops it before any work
+        flags = _draw_flags(draw, [o for o in options if o not in ("--cells", "--campaign")])
+        return ["--campaign", draw(st.sampled_from(["plan", "run"])), *flags, "--cells", "zzz-no-such-cell"]
+    flags = _draw_flags(draw, [o for o in options if o != "--list"])
+    return ["--list", *flags]  # --list runs nothing: every flag is parsed and checked
+
+
+def _fuzz_call(main, argv, capsys) -> None:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse's --help
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert code in (0, 2), (argv, code, err)
+    assert "Traceback" not in err and "internal error" not in err, (argv, err)
+    if code == 2:
+        assert err.count("\n") == 1, (argv, err)
+
+
+_FUZZ = settings(max_examples=40, deadline=None, derandomize=True,
+                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+@_FUZZ
+@given(argv=_synth_argvs())
+def test_fuzz_synth_command_line(argv, capsys):
+    from synth.cli import main
+
+    _fuzz_call(main, argv, capsys)
+
+
+@_FUZZ
+@given(argv=_nets_argvs())
+def test_fuzz_nets_command_line(argv, capsys, tmp_path_factory, monkeypatch):
+    pytest.importorskip("torch")
+    from nets.cli import main
+
+    monkeypatch.chdir(tmp_path_factory.mktemp("fuzz"))  # a drawn --checkpoint or --data-dir lands here
+    _fuzz_call(main, argv, capsys)
+
+
+@_FUZZ
+@given(argv=_theory_argvs())
+def test_fuzz_theory_command_line(argv, capsys):
+    from theory.cli import main
+
+    _fuzz_call(main, argv, capsys)
+
+
+@_FUZZ
+@given(argv=_repro_argvs())
+def test_fuzz_paper_repro_command_line(argv, capsys, monkeypatch):
+    pytest.importorskip("torch")
+    import paper_repro
+    from figures import campaign
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started")
+
+    for name in ("collect", "measure", "run_campaign", "refresh"):
+        monkeypatch.setattr(campaign, name, no_work)
+    _fuzz_call(paper_repro.main, argv, capsys)
