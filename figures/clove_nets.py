@@ -367,14 +367,11 @@ def _conv_target(artifact: str, mixings: list[str]):
         rows, out = [], []
         pub_algos = list(dict.fromkeys(p.row for p in table("CLoVE", artifact)))
         folder = ctx.folder(name := f"clove-{artifact.lower().replace(' ', '')}")
-        ncols = min(2, len(mixings))  # four mixings in a 2 x 2 grid: one row of four is too wide to read
         draw = drawing()  # the campaign reads these rows with figures off: no figure is built then
-        fig, axes = new_figure(math.ceil(len(mixings) / ncols), ncols, width=4.6, height=3.4, sharey=True) if draw \
-            else (None, None)
+        curves = {}  # (mixing, algorithm): rounds and per-seed ARI of the MNIST column's runs (_conv_figure)
         clove_first = {}  # per (mixing, column): CLoVE's first round with ARI >= 0.9 per seed (never: rounds + 1)
-        for mi, mixing in enumerate(mixings):
+        for mixing in mixings:
             runs = _sup_runs(ctx, mixing)
-            ax = axes[mi // ncols][mi % ncols] if draw else None
             for col, base, why in _image_columns(ctx):
                 # medium: fewer samples, rounds and the MLP (_reduced) change how fast clusters form
                 reason = substitute_reason(ctx, base, _reduced(ctx))
@@ -400,23 +397,8 @@ def _conv_target(artifact: str, mixings: list[str]):
                                     "mean": s.mean, "std": s.std, "seeds": s["n"], "never": never,
                                     "published": pub.value if pub else None})
                     if draw and not why and alg in CLUSTERED and col == "MNIST":
-                        x, A = seed_histories(runs[(col, alg)], "ari")
-                        seed_curves(ax, x, A, algo_colour(alg), alg, marker(CLUSTERED.index(alg)), bounds=(-1.0, 1.0),
-                                    stagger=(CLUSTERED.index(alg), len(CLUSTERED)))
-            if not draw:
-                continue
-            ax.axhline(0.9, color="grey", linestyle=":", linewidth=1)
-            ax.axvline(10, color="grey", linestyle=":", linewidth=1)
-            ax.set_title(mixing, fontsize=9)
-            ax.set_xlabel("round")
-            integer_ticks(ax.xaxis)
-            if mi % ncols == 0:
-                ax.set_ylabel("ARI")
-        if draw:
-            figure_legend(fig, axes.ravel(), ncol=3)  # below the panels: inside one it would cover the curves
-            suptitle(fig, face(f"CLoVE {artifact} reproduced: ARI per round (MNIST column); dotted: ARI 0.9 and "
-                               "round 10", data_used(ctx, "MNIST"), _size(ctx, mixings), seeds_text(_seeds(ctx))))
-        names = save(fig, folder, f"clove_{artifact.lower().replace(' ', '')}")
+                        curves[(mixing, alg)] = seed_histories(runs[(col, alg)], "ari")
+        names = _conv_figure(ctx, artifact, mixings, curves, folder)
         rows.append(claim_row("CLoVE: first round with ARI >= 90% (within 3 rounds: mean below 3.5)",
                               claim("CLoVE", "clove-2-3-rounds"),
                               "; ".join(f"{k}: {v}" for k, v in clove_first.items()) + " (never: the round cap)",
@@ -427,8 +409,43 @@ def _conv_target(artifact: str, mixings: list[str]):
         return build_section(f"CLoVE {artifact}", _intro(ctx, f"{artifact}: clustering convergence (percentage of "
                                                          "the final ARI reached at round 10; first round with "
                                                          "ARI >= 0.9), from the runs of Tables 1/2/7/8"), name,
-                             [(names[0], "ARI per round (MNIST column); dotted: ARI 0.9 and round 10")], rows, files)
+                             [(names[0], "ARI per round, one panel per method (the paper's MNIST column's runs); "
+                                         "dotted: ARI 0.9 and round 10")], rows, files)
     return run
+
+
+def _conv_figure(ctx: Context, artifact: str, mixings: list[str], curves: dict, folder) -> list[str]:
+    """Tables 4 and 9 as small multiples: one panel per method (its convergence is what the tables compare), one
+    colour per data mixing, each curve the mean ARI over seeds with their spread (:func:`seed_curves`); dotted: the
+    tables' thresholds, ARI 0.9 and round 10."""
+    stem = f"clove_{artifact.lower().replace(' ', '')}"
+    algos = [a for a in CLUSTERED if any(alg == a for _, alg in curves)]
+    if not drawing() or not algos:
+        return save(None, folder, stem)
+    ncols = min(3, len(algos))
+    fig, axes = new_figure(math.ceil(len(algos) / ncols), ncols, width=3.6, height=2.7, sharex=True, sharey=True)
+    cols = palette(len(mixings))
+    for ai, alg in enumerate(algos):
+        ax = axes[ai // ncols][ai % ncols]
+        for mi, mixing in enumerate(mixings):
+            if (mixing, alg) in curves:
+                seed_curves(ax, *curves[(mixing, alg)], cols[mi], mixing, marker(mi), bounds=(-1.0, 1.0),
+                            stagger=(mi, max(4, len(mixings))))
+        ax.axhline(0.9, color="grey", linestyle=":", linewidth=1)
+        ax.axvline(10, color="grey", linestyle=":", linewidth=1)
+        ax.set_title(alg, fontsize=10, color=algo_colour(alg), fontweight="bold")
+        integer_ticks(ax.xaxis)
+        if ai // ncols == (len(algos) - 1) // ncols:
+            ax.set_xlabel("round")
+        if ai % ncols == 0:
+            ax.set_ylabel("ARI")
+    for k in range(len(algos), axes.size):
+        axes.ravel()[k].set_visible(False)
+    figure_legend(fig, axes.ravel(), ncol=2, fontsize=8)  # below the panels: inside one it would cover the curves
+    suptitle(fig, face(f"CLoVE {artifact} reproduced: ARI per round, one panel per method (runs of the paper's MNIST "
+                       "column); dotted: ARI 0.9 and round 10", data_used(ctx, "MNIST"), _size(ctx, mixings),
+                       seeds_text(_seeds(ctx))))
+    return save(fig, folder, stem)
 
 
 register("clove-table4", "CLoVE", "Table 4: convergence speed of the clustering (label skew 1, concept shift)",

@@ -14,7 +14,18 @@ from pathlib import Path
 
 import numpy as np
 
-from .style import MIN_BAND, algo_colour, drawing, method_order, new_figure, save, suptitle, wrap
+from .style import (
+    MIN_BAND,
+    algo_colour,
+    drawing,
+    method_order,
+    new_figure,
+    save,
+    stand_in_name,
+    stands_in,
+    suptitle,
+    wrap,
+)
 
 __all__ = ["Dot", "dot_plot"]
 
@@ -42,7 +53,9 @@ def dot_plot(folder: Path, stem: str, dots: list[Dot], *, xlabel: str | dict[str
              paper_label: str = "paper: value ± its reported spread", sharex: bool = True) -> list[str]:
     """Draw ``dots`` (one panel per distinct ``panel``, in order of appearance) and save ``stem``.png/.pdf in
     ``folder``; returns the two file names.  ``title`` is the figure's face (:func:`figures.style.face`);
-    ``xlabel`` is one label, or one per panel (panels that measure different things get ``sharex=False``)."""
+    ``xlabel`` is one label, or one per panel (panels that measure different things get ``sharex=False``).
+    Where the face says the data are a stand-in, a panel named after the real set says what ran ("MNIST (rotated)"
+    is titled "digits (rotated), for MNIST")."""
     if not drawing():
         return [f"{stem}.png", f"{stem}.pdf"]
     panels = list(dict.fromkeys(d.panel for d in dots))
@@ -56,6 +69,7 @@ def dot_plot(folder: Path, stem: str, dots: list[Dot], *, xlabel: str | dict[str
     fig.set_size_inches(2.5 * ncols + label_in, height * nrows + 0.9 + legend_in)
     row_of = {m: i for i, m in enumerate(methods)}
     spread = False
+    stand_in = stands_in(title)
     for pi, panel in enumerate(panels):
         ax = axes[pi // ncols][pi % ncols]
         for d in (d for d in dots if d.panel == panel):
@@ -82,7 +96,7 @@ def dot_plot(folder: Path, stem: str, dots: list[Dot], *, xlabel: str | dict[str
                                 fmt="none", ecolor="0.25", elinewidth=1.0, capsize=2.5, zorder=3)
                 ax.scatter([d.published], [y - _OFFSET], s=30, marker="D", facecolors="white", edgecolors="black",
                            linewidths=1.0, zorder=4)
-        ax.set_title(wrap(panel, 2.4), fontsize=9)
+        ax.set_title(wrap(stand_in_name(panel) if stand_in else panel, 2.4), fontsize=9)
         ax.set_yticks(range(len(methods)))
         ax.set_yticklabels(methods, fontsize=8)
         ax.set_ylim(len(methods) - 0.5, -0.5)  # first method on top

@@ -10,7 +10,13 @@
 * a rounds or iterations axis has ticks between whole numbers;
 * the title lacks the paper's table or figure, the data, the size or the seeds (:func:`figures.style.face`);
 * a shaded band is not marked as resting on at least :data:`figures.style.MIN_BAND` values
-  (:func:`figures.style.band` marks it).
+  (:func:`figures.style.band` marks it);
+* the figure has no title, or a text is cut: a line ending in "…" or "..." (a shortened title or label);
+* a heatmap's cells are uneven or its tick labels sit off the cells' centres;
+* several colour-mapped images of one figure (one comparison) use different colour scales, unless each is marked
+  as intentionally separate (:func:`figures.style.separate_scale`);
+* the face says the data are a stand-in ("8x8 digits standing in for MNIST") while some text of the figure names
+  the real data set as what was run (a panel titled "MNIST").
 """
 
 from __future__ import annotations
@@ -18,9 +24,9 @@ from __future__ import annotations
 import re
 import warnings
 
-from .style import MIN_BAND, SAVE_DPI
+from .style import MIN_BAND, SAVE_DPI, SEPARATE_SCALE
 
-__all__ = ["MIN_FONT", "check_figure", "title_problems"]
+__all__ = ["MIN_FONT", "REAL_SETS", "check_figure", "stand_in_problems", "title_problems"]
 
 MIN_FONT = 6.0
 _TOL = 1.0  # pixels: rounding of extents
@@ -56,6 +62,8 @@ def _texts(fig) -> list[tuple[str, object]]:
     out = []
     if fig._suptitle is not None:
         out.append(("figure title", fig._suptitle))
+    out += [(f"figure {name}", t) for name, t in (("x label", fig._supxlabel), ("y label", fig._supylabel))
+            if t is not None]
     out += [("figure text", t) for t in fig.texts]
     for leg in fig.legends:
         out += [("figure legend", t) for t in leg.get_texts()]
@@ -166,6 +174,128 @@ def _bands(fig) -> list[str]:
     return bad
 
 
+def _cut(texts) -> list[str]:
+    """Texts shortened with an ellipsis: a title or label that ends in "…" or "..." hides the rest of itself."""
+    bad = []
+    for where, t in texts:
+        for line in t.get_text().split("\n"):
+            if re.search(r"(…|\.\.\.)\s*$", line):
+                bad.append(f"{where} {line.strip()[-40:]!r} is cut (ends in an ellipsis): give it in full")
+                break
+    return bad
+
+
+def _plot_axes(fig) -> list:
+    """The visible axes of ``fig`` that are not colour bars."""
+    return [ax for ax in fig.axes if ax.get_visible() and getattr(ax, "_colorbar", None) is None]
+
+
+def _cell_edges(artist) -> tuple[object, object] | None:
+    """The x and y cell edges (data coordinates) of a heatmap drawn by ``imshow`` or ``pcolormesh``."""
+    import numpy as np
+    from matplotlib.collections import QuadMesh
+    from matplotlib.image import AxesImage
+
+    if isinstance(artist, AxesImage):
+        shape = artist.get_array().shape
+        x0, x1, y0, y1 = artist.get_extent()
+        return np.linspace(x0, x1, shape[1] + 1), np.linspace(y0, y1, shape[0] + 1)
+    if isinstance(artist, QuadMesh):
+        c = np.asarray(artist.get_coordinates())
+        return c[0, :, 0], c[:, 0, 1]
+    return None
+
+
+MAX_CELLS = 40  # a heatmap axis with more cells than this is an image, not a labelled grid: not checked
+
+
+def _heatmaps(fig) -> list[str]:
+    """Heatmap cells of unequal size on the page, and tick labels that do not sit at a cell's centre."""
+    import numpy as np
+
+    bad = []
+    for ai, ax in enumerate(fig.axes):
+        if ax not in _plot_axes(fig):
+            continue
+        for art in [*ax.images, *ax.collections]:
+            edges = _cell_edges(art)
+            if edges is None:
+                continue
+            for name, e, axis in (("x", edges[0], ax.xaxis), ("y", edges[1], ax.yaxis)):
+                if len(e) - 1 > MAX_CELLS or len(e) < 2:
+                    continue
+                pts = np.column_stack([e, np.zeros_like(e)] if name == "x" else [np.zeros_like(e), e])
+                px = ax.transData.transform(pts)[:, 0 if name == "x" else 1]
+                width = np.abs(np.diff(px))
+                if width.min() <= 0 or width.max() / width.min() > 1.05:
+                    bad.append(f"axes {ai}: heatmap cells of uneven {name} size on the page ({width.min():.0f} to "
+                               f"{width.max():.0f} px): draw the grid's values as equal cells")
+                    continue
+                centres = (px[1:] + px[:-1]) / 2
+                off = []
+                for t in _drawn_ticks(axis):
+                    loc = t.get_position()[0 if name == "x" else 1]
+                    p = ax.transData.transform((loc, 0) if name == "x" else (0, loc))[0 if name == "x" else 1]
+                    if np.min(np.abs(centres - p)) > 0.1 * width.min():
+                        off.append(t.get_text())
+                if off:
+                    bad.append(f"axes {ai}: {name} tick labels {', '.join(repr(o) for o in dict.fromkeys(off))} sit "
+                               "off the centres of the heatmap's cells")
+    return bad
+
+
+def _scales(fig) -> list[str]:
+    """Colour-mapped images of one figure on different scales (norm, limits or colour map)."""
+    from matplotlib.collections import QuadMesh
+    from matplotlib.image import AxesImage
+
+    seen: dict[tuple, list[int]] = {}
+    for ai, ax in enumerate(fig.axes):
+        if ax not in _plot_axes(fig):
+            continue
+        for art in [*ax.images, *ax.collections]:
+            if not isinstance(art, AxesImage | QuadMesh) or (art.get_gid() or "").startswith(SEPARATE_SCALE):
+                continue
+            norm = art.norm
+            key = (type(norm).__name__, f"{norm.vmin:.6g}", f"{norm.vmax:.6g}", art.get_cmap().name)
+            seen.setdefault(key, []).append(ai)
+    if len(seen) <= 1:
+        return []
+    scales = "; ".join(f"axes {', '.join(map(str, dict.fromkeys(v)))}: {k[3]} {k[1]}..{k[2]}" for k, v in seen.items())
+    return [f"{len(seen)} different colour scales in one figure ({scales}): one scale per comparison, or mark each "
+            "as separate (figures.style.separate_scale)"]
+
+
+# the papers' image data sets that reduced runs replace by the embedded 8x8 digits
+REAL_SETS = ("Fashion-MNIST", "FMNIST", "FEMNIST", "MNIST", "CIFAR-10", "CIFAR")
+# a real set's name is fine after these words: it is then what the stand-in stands for, or the paper's
+_ALLOWED_BEFORE = re.compile(r"(standing in for|in place of|instead of|replac\w+|for|paper's|papers'|paper:?|"
+                             r"paper \(|published)\s*$", re.IGNORECASE)
+
+
+def stand_in_problems(title: str, texts: list[tuple[str, str]]) -> list[str]:
+    """Texts that name a real data set as the data run while the face (``title``) says a stand-in was run.
+
+    A stand-in run's face says so in its data (``data: 8x8 digits standing in for MNIST``, any data naming the
+    embedded "digits"); then every other mention of MNIST, FMNIST, FEMNIST or CIFAR must say it is the set stood in
+    for or the paper's (``for MNIST``, ``the paper's MNIST column``, ``paper (CIFAR-10)``)."""
+    flat = " ".join(title.split())
+    m = re.search(r"\bdata: (.*?)(; size:|$)", flat)
+    if m is None or not re.search(r"standing in for|\bdigits\b", m.group(1)):
+        return []
+    bad = []
+    pattern = re.compile(r"(?<![\w-])(" + "|".join(re.escape(n) for n in REAL_SETS) + r")(?![\w-])")
+    for where, text in texts:
+        flat_text = " ".join(text.split())
+        for hit in pattern.finditer(flat_text):
+            if not _ALLOWED_BEFORE.search(flat_text[:hit.start()][-30:]):
+                bad.append(f"{where} {flat_text[max(0, hit.start() - 20):hit.end() + 10]!r} names {hit.group(1)} "
+                           "as the data, but the run used a stand-in: say what ran (e.g. 'digits (rotated), for "
+                           f"{hit.group(1)}')")
+                break
+    return bad
+
+
 def check_figure(fig, dpi: float = SAVE_DPI) -> list[str]:
     """Every problem of ``fig`` drawn at ``dpi`` (see the module docstring); an empty list when it reads cleanly."""
     renderer, bad = _draw(fig, dpi)
@@ -174,6 +304,14 @@ def check_figure(fig, dpi: float = SAVE_DPI) -> list[str]:
     bad += _overlaps(fig, renderer)
     bad += _axis_problems(fig)
     bad += _fonts(texts)
-    bad += [f"title: {p}" for p in title_problems(_title(fig))]
+    title = _title(fig)
+    if not title.strip():
+        bad.append("title: the figure has no title (figures.style.suptitle with figures.style.face)")
+    else:
+        bad += [f"title: {p}" for p in title_problems(title)]
+    bad += _cut(texts)
     bad += _bands(fig)
+    bad += _heatmaps(fig)
+    bad += _scales(fig)
+    bad += stand_in_problems(title, [(w, t.get_text()) for w, t in texts])
     return bad

@@ -15,9 +15,10 @@ import numpy as np
 
 from synth.store import save_figure_atomic
 
-__all__ = ["ALGO_ORDER", "MIN_BAND", "SAVE_DPI", "algo_colour", "algo_hatch", "band", "face", "figure_legend",
-           "integer_ticks", "marker", "method_order", "new_figure", "palette", "plain_log", "save", "seed_curves",
-           "seeds_text", "styled", "suptitle", "value_ticks", "wrap"]
+__all__ = ["ALGO_ORDER", "BOUND_LABELS", "MIN_BAND", "SAVE_DPI", "SEPARATE_SCALE", "algo_colour", "algo_hatch", "band",
+           "face", "figure_legend", "integer_ticks", "marker", "method_order", "new_figure", "palette", "plain_log",
+           "plain_maths", "save", "seed_curves", "seeds_text", "separate_scale", "small_print", "stand_in_name",
+           "stands_in", "styled", "suptitle", "value_ticks", "wrap"]
 
 # no interval (band or whisker) is drawn from fewer values than this: a t-interval from 2 seeds spans most of
 # a bounded metric's range and says nothing (the ordering verdicts need as many, figures.verdicts.MIN_SEEDS)
@@ -154,9 +155,10 @@ def band(ax, x, mean, lo, hi, colour, label: str, mk: str = "o", linestyle: str 
 
 def seed_curves(ax, x, values, colour, label: str, mk: str = "o", linestyle: str = "-", *,
                 bounds: tuple[float, float] = (-np.inf, np.inf), stagger: tuple[int, int] | None = None) -> int:
-    """Curves of per-seed series ``values`` (seeds x points, NaN where missing): with at least :data:`MIN_BAND`
-    seeds their mean and 95 % t-band (clipped to ``bounds``); with fewer, each seed's own line (no band).
-    Returns the number of seeds drawn."""
+    """The mean of per-seed series ``values`` (seeds x points, NaN where missing) with its seed spread: with at
+    least :data:`MIN_BAND` seeds a 95 % t-band (clipped to ``bounds``); with two, each seed as a thin line under
+    the mean (no band from two values); one seed is its own line.  Never one marked line per seed: several
+    methods' seeds drawn alike tangle.  Returns the number of seeds drawn."""
     from synth.intervals import column_mean_intervals
 
     A = np.asarray(values, dtype=np.float64)
@@ -170,9 +172,16 @@ def seed_curves(ax, x, values, colour, label: str, mk: str = "o", linestyle: str
              stagger=stagger)
         return seeds
     every = None if stagger is None or len(x) < 2 * stagger[1] else (stagger[0] % stagger[1], stagger[1])
-    for s in range(seeds):
-        ax.plot(x, A[s], marker=mk, color=colour, linestyle=linestyle, markersize=3.5, linewidth=1.0, alpha=0.85,
-                markevery=every, label=f"{label} (each seed)" if s == 0 else None)
+    if seeds > 1:
+        for s in range(seeds):
+            ax.plot(x, A[s], color=colour, linestyle=linestyle, linewidth=0.8, alpha=0.4)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a round no seed reached: NaN, not drawn
+        mean = np.nanmean(A, axis=0) if seeds > 1 else A[0]
+    ax.plot(x, mean, marker=mk, color=colour, linestyle=linestyle, markersize=4.5, linewidth=1.5, markevery=every,
+            label=f"{label} (mean of {seeds} seeds; thin: each)" if seeds > 1 else f"{label} (1 seed)")
     return seeds
 
 
@@ -210,6 +219,65 @@ def suptitle(fig, text: str, fontsize: float = 9.0) -> None:
 def seeds_text(n: int, word: str = "seed") -> str:
     """``'3 seeds'``, ``'1 seed'``."""
     return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def small_print(fig, text: str, fontsize: float = 7.0) -> None:
+    """A note in small print at the figure's lower left, in the layout's bottom margin (what a reader may want but
+    need not see first: a spec's file name, the public code's name of a grid)."""
+    fig.supxlabel(wrap(text, fig.get_figwidth() - 0.2, fontsize), x=0.005, ha="left", fontsize=fontsize,
+                  color="0.35")
+
+
+def stand_in_name(name: str, real_sets: tuple[str, ...] = ("MNIST", "CIFAR-10", "FMNIST"),
+                  stand_in: str = "digits") -> str:
+    """A panel or legend name for data run on a stand-in: ``'MNIST (rotated)'`` -> ``'digits (rotated), for
+    MNIST'`` (a figure must not name the real set as what ran; :func:`figures.figcheck.stand_in_problems`)."""
+    import re
+
+    for real in real_sets:
+        m = re.search(rf"(?<![\w-]){re.escape(real)}(?![\w-])", name)
+        if m:
+            return f"{name[:m.start()]}{stand_in}{name[m.end():]}, for {real}"
+    return name
+
+
+def stands_in(title: str) -> bool:
+    """Whether a figure's face (:func:`face`) says its data are a stand-in (``data: 8x8 digits standing in for
+    MNIST``, :func:`figures.netcommon.data_used`): its panels and legends must then not name the real set as run."""
+    import re
+
+    m = re.search(r"\bdata: (.*?)(; size:|$)", " ".join(title.split()))
+    return bool(m and "standing in for" in m.group(1))
+
+
+# one colour scale per comparison (figures.figcheck): an image on a scale of its own says so in its gid
+SEPARATE_SCALE = "separate colour scale"
+
+
+def separate_scale(artist, why: str) -> None:
+    """Mark a colour-mapped image as intentionally on its own colour scale (panels that are not one comparison,
+    e.g. different quantities); ``why`` says why, for whoever reads the figure's code."""
+    artist.set_gid(f"{SEPARATE_SCALE}: {why}")
+
+
+# the paper's bound in a legend says on which side of it the value must lie (Result.direction)
+BOUND_LABELS = {"upper": "paper's upper bound (value ≤ bound)", "lower": "paper's lower bound (value ≥ bound)",
+                "equal": "paper's stated value (identity: value = stated)"}
+
+_GREEK = {"alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "Delta": "Δ", "eps": "ε", "epsilon": "ε",
+          "eta": "η", "theta": "θ", "lambda": "λ", "mu": "μ", "rho": "ρ", "sigma": "σ", "omega": "ω", "pi": "π"}
+
+
+def plain_maths(text: str) -> str:
+    """ASCII maths made readable without mathtext (for text whose structure is unknown): Greek names as letters,
+    ``<=``/``>=``/``!=`` as ≤/≥/≠, ``||x||`` as ‖x‖, ``sqrt`` as √, ``^2`` as ², ``*`` after a letter kept."""
+    import re
+
+    out = re.sub(r"(?<![A-Za-z])(" + "|".join(sorted(_GREEK, key=len, reverse=True)) + r")(?![a-zA-Z])",
+                 lambda m: _GREEK[m.group(1)], text)
+    for a, b in (("<=", "≤"), (">=", "≥"), ("!=", "≠"), ("||", "‖"), ("sqrt", "√"), ("^2", "²"), (" - ", " − ")):
+        out = out.replace(a, b)
+    return out
 
 
 SAVE_DPI = 150  # the PNGs' resolution; figures.figcheck draws at it (text widths do not scale exactly with dpi)

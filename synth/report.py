@@ -212,11 +212,96 @@ def _label(key: str) -> str:
     return LABELS.get(key, key)
 
 
+# short symbols of the parameters, for legends and facet titles ("σ = 0.1", "m/K = 25")
+SYMBOLS = {"sigma": "σ", "clients_per_cluster": "m/K", "delta": "Δ", "alpha": "α", "step_size": "γ",
+           "threshold": "λ", "beta": "β", "eps1": "ε₁", "eps2": "ε₂", "n_init": "initialisations",
+           "min_size": "t", "rounds": "T"}
+# the data a sweep's generator draws, for a figure's face (synth.experiment: family, theta)
+FAMILIES = {"linear": "synthetic mixed linear regression", "logistic": "synthetic mixed logistic regression"}
+THETAS = {"bernoulli": "θ* ~ Bernoulli(0.5)$^d$ rescaled to norm R (the paper's text)",
+          "bernoulli-code": "θ* = R·Bernoulli(0.5)$^d$ (the public code's)",
+          "sphere": "θ* on the unit sphere, pairwise Δ to 5Δ apart", "client-optima": "clients' own optima"}
+
+
+def _symbol(key: str) -> str:
+    return SYMBOLS.get(key, key)
+
+
 def _group_label(key: tuple, names: list[str]) -> str:
     parts = []
     for name, value in zip(names, key, strict=True):
-        parts.append(str(value) if name == "algorithm" else f"{name}={value}")
+        parts.append(str(value) if name == "algorithm" else f"{_symbol(name)} = {_md_value(value)}")
     return ", ".join(parts) or "all points"
+
+
+def _setting(sweep: dict[str, Any]) -> str:
+    """The generator's fixed sizes in the papers' symbols (k, m, n, d, σ), those not varied by the sweep."""
+    p = sweep["points"][0] if sweep["points"] else {}
+    vary = set(sweep["varying"])
+    parts = []
+    if "K" in p and "K" not in vary:
+        parts.append(f"k = {p['K']}")
+    if "clients_per_cluster" in p and "clients_per_cluster" not in vary and "K" not in vary and \
+            isinstance(p["clients_per_cluster"], int) and isinstance(p.get("K"), int):
+        parts.append(f"m = {p['K'] * p['clients_per_cluster']} clients")
+    for key, text in (("n", "n = {} samples each"), ("d", "d = {}"), ("sigma", "σ = {}"), ("R", "R = {}")):
+        if key in p and key not in vary and p[key] is not None and not isinstance(p[key], list):
+            parts.append(text.format(_md_value(p[key])))
+    # no line break inside "d = 1000" when the face is wrapped
+    return ", ".join(part.replace(" = ", "\u00a0=\u00a0") for part in parts)
+
+
+def _at_paper_scale(sweep: dict[str, Any]) -> bool:
+    """Whether the store ran a paper's full grid: the spec file ``synth/specs/<name>.toml`` is a ``_full`` one
+    (the papers' sizes, :mod:`figures.ifca_synthetic`) and its settings, grid and trials are the store's."""
+    import tomllib
+
+    path = Path(__file__).resolve().parent / "specs" / f"{sweep['name']}.toml"
+    if "_full" not in sweep["name"] or not path.is_file():
+        return False
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    src = sweep["spec"] or {}
+    return all(raw.get(k) == src.get(k) for k in ("fixed", "grid", "algorithms", "trials"))
+
+
+def _face(sweep: dict[str, Any], title: str | None, what: str, per: str) -> tuple[str, str]:
+    """A figure's face (:func:`figures.style.face`) and its small print.
+
+    The face: the paper's figure (the title's part before its first comma) with the generator's sizes and what is
+    drawn; the data (family, θ*); the scale ("paper scale" where the store ran the paper's full grid) and the
+    protocol; the trials per point.  The small print: the spec's name and the rest of the title (the public code's
+    name of the grid), which a reader may want but need not see first.
+    """
+    from figures.style import face
+
+    head, _, detail = (title or "").partition(", ")
+    head = head.strip() or sweep["name"]
+    setting = _setting(sweep)
+    p = sweep["points"][0] if sweep["points"] else {}
+    data = FAMILIES.get(p.get("family"), "synthetic data")
+    if p.get("theta") in THETAS and "theta" not in sweep["varying"]:
+        data += f", {THETAS[p['theta']]}"
+    size = ["paper scale" if _at_paper_scale(sweep) else "reduced or custom grid"]
+    if isinstance(p.get("rounds"), int):
+        size.append(f"{p['rounds']} iterations")
+    blocks = (sweep["spec"] or {}).get("algorithms") or []
+    if len(blocks) == 1 and blocks[0].get("n_init"):
+        steps = blocks[0].get("step_size")
+        restarts = f"{blocks[0]['n_init']} initialisations" + (f" x {len(steps)} step sizes"
+                                                               if isinstance(steps, list) else "")
+        size.append(f"best of {restarts}")
+    small = f"sweep spec: {sweep['name']}" + (f" ({_plain(detail)})" if detail else "")
+    return face(f"{head}: {what}" + (f"; {setting}" if setting else ""), data, ", ".join(size),
+                f"{sweep['trials']} trials per {per}"), small
+
+
+def _plain(text: str) -> str:
+    from figures.style import plain_maths
+
+    return plain_maths(text.replace("theta*", "θ*"))
 
 
 def _auto_log(values: list[float], flag: bool | None) -> bool:
@@ -246,7 +331,8 @@ def _ylabel(y: str, confidence: float) -> str:
 
 def _curve_figure(sweep, summary, curve, path: Path, confidence: float) -> str:
     import seaborn as sns
-    from matplotlib.figure import Figure
+
+    from figures.style import new_figure, small_print, suptitle
 
     x, y = curve["x"], curve["y"]
     if y != "success" and y not in sweep["outputs"]["metrics"]:
@@ -258,31 +344,31 @@ def _curve_figure(sweep, summary, curve, path: Path, confidence: float) -> str:
         groups.setdefault(tuple(row[k] for k in others), []).append(row)
     palette = sns.color_palette("colorblind", max(len(groups), 1))
     markers = "osD^vP*X<>"
-    with sns.axes_style("whitegrid"):
-        fig = Figure(figsize=(6.4, 4.2))
-        ax = fig.subplots()
-        for gi, (key, rows) in enumerate(groups.items()):
-            rows = sorted(rows, key=lambda r: r[x])
-            xs = np.array([r[x] for r in rows], dtype=np.float64)
-            ys, lo, hi = (np.array(v, dtype=np.float64) for v in zip(*(_y_of(r, y) for r in rows), strict=True))
-            if not np.isfinite(ys).any():
-                continue  # e.g. the metric mean of a setting whose trials all failed: nothing to draw
-            colour = palette[gi % len(palette)]
-            ax.plot(xs, ys, marker=markers[gi % len(markers)], color=colour, label=_group_label(key, others))
-            _shade(ax, xs, lo, hi, [r["judged"] if y == "success" else r[f"{y}_n"] for r in rows], colour)
-        if _auto_log([r[x] for r in summary], curve.get("logx")):
-            ax.set_xscale("log")
-            _value_ticks(ax.xaxis, sorted({r[x] for r in summary}))
-        if y == "success":
-            ax.set_ylim(-0.03, 1.03)
-        ax.set_xlabel(_label(x))
-        ax.set_ylabel(_ylabel(y, confidence))
-        ax.set_title(curve.get("title") or f"{sweep['name']}: {y} vs {x} ({sweep['trials']} trials per point)",
-                     fontsize=10)
-        if len(groups) > 1 or others:
-            ax.legend(fontsize=8)
-        fig.tight_layout()
-        save_figure_atomic(fig, path, dpi=120)
+    fig, axes = new_figure(1, 1, width=7.0, height=4.6)
+    ax = axes[0][0]
+    for gi, (key, rows) in enumerate(groups.items()):
+        rows = sorted(rows, key=lambda r: r[x])
+        xs = np.array([r[x] for r in rows], dtype=np.float64)
+        ys, lo, hi = (np.array(v, dtype=np.float64) for v in zip(*(_y_of(r, y) for r in rows), strict=True))
+        if not np.isfinite(ys).any():
+            continue  # e.g. the metric mean of a setting whose trials all failed: nothing to draw
+        colour = palette[gi % len(palette)]
+        ax.plot(xs, ys, marker=markers[gi % len(markers)], color=colour, label=_group_label(key, others))
+        _shade(ax, xs, lo, hi, [r["judged"] if y == "success" else r[f"{y}_n"] for r in rows], colour)
+    if _auto_log([r[x] for r in summary], curve.get("logx")):
+        ax.set_xscale("log")
+    _value_ticks(ax.xaxis, sorted({r[x] for r in summary}))
+    if y == "success":
+        ax.set_ylim(-0.03, 1.03)
+    ax.set_xlabel(_label(x))
+    ax.set_ylabel(_ylabel(y, confidence))
+    if len(groups) > 1 or others:
+        ax.legend(fontsize=8, ncol=2 if len(groups) > 6 else 1)
+    what = "success probability" if y == "success" else f"mean {y}"
+    text, small = _face(sweep, curve.get("title"), what, "point")
+    suptitle(fig, text, fontsize=9.5)
+    small_print(fig, small)
+    save_figure_atomic(fig, path, dpi=120)
     return path.name
 
 
@@ -298,19 +384,20 @@ def _value_ticks(axis, values) -> None:
     axis.set_minor_locator(NullLocator())
 
 
-def _edges(values: np.ndarray, log: bool) -> np.ndarray:
-    """Cell edges around sorted grid values: midpoints (geometric on a log axis), extended at both ends."""
-    v = np.log(values) if log else values.astype(np.float64)
-    if len(v) == 1:
-        e = np.array([v[0] - 0.5, v[0] + 0.5]) if not log else np.array([v[0] - 0.3, v[0] + 0.3])
-    else:
-        mid = (v[1:] + v[:-1]) / 2
-        e = np.concatenate([[v[0] - (mid[0] - v[0])], mid, [v[-1] + (v[-1] - mid[-1])]])
-    if log:
-        return np.exp(e)
-    if values.min() >= 0 and e[0] < 0:
-        e[0] = 0.0  # a non-negative parameter's axis should not reach below zero
-    return e
+def _to_index(v: np.ndarray, grid: np.ndarray, log: bool) -> np.ndarray:
+    """Positions on a heatmap drawn as equal cells (cell i centred at i) of parameter values ``v``: piecewise
+    linear (in log on a log axis) between the grid's values, extended linearly beyond its ends."""
+    g = np.log(grid) if log else grid.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.log(np.asarray(v, dtype=np.float64)) if log else np.asarray(v, dtype=np.float64)
+    idx = np.arange(len(g), dtype=np.float64)
+    if len(g) == 1:
+        return np.zeros_like(t)
+    out = np.interp(t, g, idx)
+    lo, hi = t < g[0], t > g[-1]
+    out[lo] = (t[lo] - g[0]) / (g[1] - g[0])
+    out[hi] = len(g) - 1 + (t[hi] - g[-1]) / (g[-1] - g[-2])
+    return out
 
 
 def boundary_curve(boundary: dict[str, str], names: dict[str, Any], x: str, y: str, xlim: tuple[float, float],
@@ -332,9 +419,23 @@ def boundary_curve(boundary: dict[str, str], names: dict[str, Any], x: str, y: s
     return np.broadcast_to(np.asarray(other, dtype=np.float64), t.shape), t
 
 
+def _span(values: np.ndarray, log: bool) -> tuple[float, float]:
+    """The parameter range a heatmap axis covers: half a step beyond the first and last grid values."""
+    if len(values) == 1:
+        return (values[0] / 1.5, values[0] * 1.5) if log else (values[0] - 0.5, values[0] + 0.5)
+    if log:
+        a, b = np.log(values[:2]), np.log(values[-2:])
+        return float(np.exp(a[0] - (a[1] - a[0]) / 2)), float(np.exp(b[1] + (b[1] - b[0]) / 2))
+    return float(values[0] - (values[1] - values[0]) / 2), float(values[-1] + (values[-1] - values[-2]) / 2)
+
+
 def _heatmap_figure(sweep, summary, heat, path: Path, confidence: float) -> str:
+    """Phase diagram: one facet per value of the other varying parameters, the grid as equal cells with each value
+    at its cell's centre (a grid of uneven steps such as σ in {0, 0.1, 0.2, 0.4} keeps its cells even), every
+    facet on one colour scale, each cell printing its value (and its trial count where it differs)."""
     import seaborn as sns
-    from matplotlib.figure import Figure
+
+    from figures.style import new_figure, small_print, suptitle
 
     x, y, value = heat["x"], heat["y"], heat["value"]
     if value != "success" and value not in sweep["outputs"]["metrics"]:
@@ -347,7 +448,6 @@ def _heatmap_figure(sweep, summary, heat, path: Path, confidence: float) -> str:
     xs_all = np.array(sorted({r[x] for r in summary}), dtype=np.float64)
     ys_all = np.array(sorted({r[y] for r in summary}), dtype=np.float64)
     logx, logy = _auto_log(list(xs_all), heat.get("logx")), _auto_log(list(ys_all), heat.get("logy"))
-    ex, ey = _edges(xs_all, logx), _edges(ys_all, logy)
     n = len(facets)
     ncol = min(n, 3)
     nrow = math.ceil(n / ncol)
@@ -355,55 +455,61 @@ def _heatmap_figure(sweep, summary, heat, path: Path, confidence: float) -> str:
     vmin, vmax = (0.0, 1.0) if value == "success" else (np.nanmin([r[col] for r in summary]),
                                                          np.nanmax([r[col] for r in summary]))
     line_colours = sns.color_palette("colorblind")
-    with sns.axes_style("white"):
-        width = max(5.2, 0.5 * len(xs_all) + 2.4)  # cells wide enough for their labels
-        # constrained: each facet's title clears the x label of the facet above it
-        fig = Figure(figsize=(width * ncol, 4.3 * nrow + (0.3 if heat.get("boundaries") else 0)), layout="constrained")
-        axes = fig.subplots(nrow, ncol, squeeze=False)
-        mesh = None
-        for fi, (key, rows) in enumerate(facets.items()):
-            ax = axes[fi // ncol][fi % ncol]
-            grid = np.full((len(ys_all), len(xs_all)), np.nan)
-            for r in rows:
-                grid[np.searchsorted(ys_all, r[y]), np.searchsorted(xs_all, r[x])] = r[col]
-            mesh = ax.pcolormesh(ex, ey, np.ma.masked_invalid(grid), cmap=cmap, vmin=vmin, vmax=vmax,
-                                 shading="flat")
-            for (iy, ix), v in np.ndenumerate(grid):
-                if np.isfinite(v):
-                    cx = math.sqrt(ex[ix] * ex[ix + 1]) if logx else (ex[ix] + ex[ix + 1]) / 2
-                    cy = math.sqrt(ey[iy] * ey[iy + 1]) if logy else (ey[iy] + ey[iy + 1]) / 2
-                    text = f"{v:.2f}" if value == "success" and 0 < v < 1 else f"{v:.3g}"
-                    ax.text(cx, cy, text, ha="center", va="center", fontsize=7,
-                            color="black" if (v - vmin) / ((vmax - vmin) or 1) > 0.55 else "white")
-            names = {**sweep["points"][rows[0]["point"]]}
-            for bi, b in enumerate(heat.get("boundaries", [])):
-                colour = line_colours[(bi + 1) % len(line_colours)]
-                bx, by = boundary_curve(b, names, x, y, (ex[0], ex[-1]), (ey[0], ey[-1]), logx, logy)
-                ax.plot(bx, by, color=colour, linewidth=2.2, linestyle="--", label=b.get("label") or "theory")
-            ax.set_xlim(ex[0], ex[-1])
-            ax.set_ylim(ey[0], ey[-1])
-            if logx:
-                ax.set_xscale("log")
-            if logy:
-                ax.set_yscale("log")
-            _value_ticks(ax.xaxis, xs_all)
-            _value_ticks(ax.yaxis, ys_all)
-            ax.set_xlabel(_label(x))
-            ax.set_ylabel(_label(y))
-            title = _group_label(key, others) if others else (heat.get("title") or sweep["name"])
-            if heat.get("boundaries"):
-                # above the axes, not over the cells it would hide
-                ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=2, frameon=False)
-                ax.set_title(title, fontsize=9, pad=20)
-            else:
-                ax.set_title(title, fontsize=9)
-        for fi in range(n, nrow * ncol):
-            axes[fi // ncol][fi % ncol].set_visible(False)
-        label = f"success probability ({sweep['trials']} trials)" if value == "success" else f"mean {value}"
-        fig.colorbar(mesh, ax=axes.ravel().tolist(), label=label, shrink=0.9)
-        if others and heat.get("title"):
-            fig.suptitle(heat["title"], fontsize=10)
-        save_figure_atomic(fig, path, dpi=120, bbox_inches="tight")
+    cell_in = 0.62  # inches per cell: room for "0.97" at 8 pt
+    width = max(3.2, cell_in * len(xs_all) + 1.3) if n > 1 else max(5.4, cell_in * len(xs_all) + 1.3)
+    height = max(2.6, cell_in * len(ys_all) + 1.3) + (0.3 if heat.get("boundaries") else 0)
+    fig, axes = new_figure(nrow, ncol, width=width, height=height)
+    fig.set_size_inches(width * ncol + 1.2, height * nrow + 1.1)  # + the colour bar, the face and the small print
+    mesh = None
+    for fi, (key, rows) in enumerate(facets.items()):
+        ax = axes[fi // ncol][fi % ncol]
+        grid = np.full((len(ys_all), len(xs_all)), np.nan)
+        counts = np.zeros_like(grid)
+        for r in rows:
+            iy, ix = np.searchsorted(ys_all, r[y]), np.searchsorted(xs_all, r[x])
+            grid[iy, ix] = r[col]
+            counts[iy, ix] = r["judged"] if value == "success" else r[f"{value}_n"]
+        mesh = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=vmin, vmax=vmax, origin="lower", aspect="auto",
+                         interpolation="nearest")
+        for (iy, ix), v in np.ndenumerate(grid):
+            if np.isfinite(v):
+                text = f"{v:.2f}" if value == "success" else f"{v:.3g}"
+                if counts[iy, ix] != sweep["trials"]:
+                    text += f"\nn={int(counts[iy, ix])}"
+                ax.text(ix, iy, text, ha="center", va="center", fontsize=8,
+                        color="black" if (v - vmin) / ((vmax - vmin) or 1) > 0.55 else "white")
+        names = {**sweep["points"][rows[0]["point"]]}
+        for bi, b in enumerate(heat.get("boundaries", [])):
+            colour = line_colours[(bi + 1) % len(line_colours)]
+            bx, by = boundary_curve(b, names, x, y, _span(xs_all, logx), _span(ys_all, logy), logx, logy)
+            ax.plot(_to_index(bx, xs_all, logx), _to_index(by, ys_all, logy), color=colour, linewidth=2.2,
+                    linestyle="--", label=b.get("label") or "theory")
+        ax.set_xlim(-0.5, len(xs_all) - 0.5)
+        ax.set_ylim(-0.5, len(ys_all) - 0.5)
+        ax.set_xticks(range(len(xs_all)), [f"{v:g}" for v in xs_all])
+        ax.set_yticks(range(len(ys_all)), [f"{v:g}" for v in ys_all])
+        ax.tick_params(labelsize=8.5)
+        ax.grid(False)
+        ax.set_xlabel(_label(x), fontsize=9)
+        ax.set_ylabel(_label(y), fontsize=9)
+        if others:
+            ax.set_title(", ".join(f"{_label(k)} = {_md_value(v)}" for k, v in zip(others, key, strict=True)),
+                         fontsize=9)
+        if heat.get("boundaries"):
+            # above the axes, not over the cells it would hide
+            ax.legend(fontsize=7.5, loc="lower left", bbox_to_anchor=(0.0, 1.0 if not others else 1.08), ncol=2,
+                      frameon=False)
+    for fi in range(n, nrow * ncol):
+        axes[fi // ncol][fi % ncol].set_visible(False)
+    label = (f"success probability (share of the {sweep['trials']} trials)" if value == "success"
+             else f"mean {value}")
+    fig.colorbar(mesh, ax=[a for a in axes.ravel() if a.get_visible()], label=label, shrink=0.9)
+    what = "success probability" if value == "success" else f"mean {value}"
+    text, small = _face(sweep, heat.get("title") or next((c.get("title") for c in sweep["outputs"]["curves"]
+                                                          if c.get("title")), None), what, "cell")
+    suptitle(fig, text, fontsize=9.5)
+    small_print(fig, small)
+    save_figure_atomic(fig, path, dpi=120)
     return path.name
 
 

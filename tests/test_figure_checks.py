@@ -133,7 +133,9 @@ def test_bands_need_three_values_and_a_mark():
     fig, axes = _fig()
     drawn = style.seed_curves(axes[0][0], [1, 2, 3], [[0.1, 0.5, 0.9], [0.2, 0.4, 1.0]], "C1", "two seeds",
                               bounds=(0, 1))
-    assert drawn == 2 and not axes[0][0].collections and len(axes[0][0].lines) == 2
+    # two seeds: no band; their mean over each seed's thin line, one legend entry
+    assert drawn == 2 and not axes[0][0].collections and len(axes[0][0].lines) == 3
+    assert axes[0][0].get_legend_handles_labels()[1] == ["two seeds (mean of 2 seeds; thin: each)"]
 
 
 def test_titles_need_paper_data_size_and_seeds():
@@ -178,3 +180,92 @@ def test_dot_plot_whiskers_only_from_three_seeds(tmp_path, monkeypatch):
     fig, axes = _fig()
     axes[0][0].errorbar([1], [1], xerr=[0.5]).lines[2][0].set_gid("band n=2")
     assert any("from 2 values" in b for b in check_figure(fig))
+
+
+def _faced(fig, data="synthetic mixed linear regression"):
+    style.suptitle(fig, style.face("IFCA Fig. 3(a) reproduced", data, "m = 20 clients", "3 trials"))
+    return fig
+
+
+def test_a_missing_or_cut_title_fails():
+    fig, axes = _fig()
+    axes[0][0].plot([0, 1], [0, 1])
+    assert any("no title" in b for b in check_figure(fig))
+    fig, axes = _fig()
+    axes[0][0].plot([0, 1], [0, 1])
+    _faced(fig)
+    axes[0][0].set_title("Lemma A.1: SLV means of different clusters are …")
+    assert any("is cut" in b for b in check_figure(fig))
+    fig, axes = _fig()
+    axes[0][0].set_ylabel("P[a client of cluster 1 estimates a ...")
+    _faced(fig)
+    assert any("is cut" in b for b in check_figure(fig))
+    fig, axes = _fig()
+    axes[0][0].plot([0, 1], [0, 1])
+    axes[0][0].set_title("Lemma A.1: SLV means of different clusters\nare Δ/√(4 + σ²) apart")
+    _faced(fig)
+    assert check_figure(fig) == []
+
+
+def _heat(values_x, values_y, even: bool):
+    fig, axes = _fig(4.0, 3.4)
+    ax = axes[0][0]
+    grid = np.arange(len(values_x) * len(values_y), dtype=float).reshape(len(values_y), len(values_x))
+    if even:  # equal cells, a tick at each centre labelled with its value
+        ax.imshow(grid, origin="lower", aspect="auto")
+        ax.set_xticks(range(len(values_x)), [f"{v:g}" for v in values_x])
+        ax.set_yticks(range(len(values_y)), [f"{v:g}" for v in values_y])
+    else:  # cells between the midpoints of the values: uneven where the values are
+        def edges(v):
+            v = np.asarray(v, dtype=float)
+            mid = (v[1:] + v[:-1]) / 2
+            return np.concatenate([[v[0] - (mid[0] - v[0])], mid, [v[-1] + (v[-1] - mid[-1])]])
+
+        ax.pcolormesh(edges(values_x), edges(values_y), grid)
+        ax.set_xticks(values_x)
+        ax.set_yticks(values_y)
+    ax.grid(False)
+    return _faced(fig)
+
+
+def test_heatmap_cells_must_be_even_with_ticks_at_their_centres():
+    bad = check_figure(_heat([0.0, 0.1, 0.2, 0.4], [0.1, 0.25, 0.5, 0.75, 1.0], even=False))
+    assert any("uneven x size" in b for b in bad) and any("uneven y size" in b for b in bad)
+    fig = _heat([0.0, 0.1, 0.2], [1.0, 2.0], even=True)
+    fig.axes[0].set_xticks([0.5, 1.5], ["a", "b"])  # ticks between the cells
+    assert any("off the centres" in b for b in check_figure(fig))
+    assert check_figure(_heat([0.0, 0.1, 0.2, 0.4], [0.1, 0.25, 0.5, 0.75, 1.0], even=True)) == []
+
+
+def test_one_colour_scale_per_comparison():
+    def pair(same: bool, mark: bool = False):
+        fig, axes = style.new_figure(1, 2, width=3.0, height=3.0)
+        for i, ax in enumerate(axes[0]):
+            data = np.arange(4.0).reshape(2, 2) * (1 if i == 0 else 10)
+            im = ax.imshow(data, **({"vmin": 0, "vmax": 30} if same else {}))
+            ax.set_xticks([0, 1])
+            ax.set_yticks([0, 1])
+            ax.grid(False)
+            if mark:
+                style.separate_scale(im, "different quantities")
+        return _faced(fig)
+
+    assert any("different colour scales" in b for b in check_figure(pair(same=False)))
+    assert not any("colour scales" in b for b in check_figure(pair(same=True)))
+    assert not any("colour scales" in b for b in check_figure(pair(same=False, mark=True)))
+
+
+def test_a_stand_in_named_as_the_real_set_fails():
+    def panel(name, data):
+        fig, axes = _fig()
+        axes[0][0].plot([0, 1], [0, 1])
+        axes[0][0].set_title(name)
+        return _faced(fig, data)
+
+    digits = "rotated 8x8 digits standing in for MNIST (quick run)"
+    assert any("names MNIST" in b for b in check_figure(panel("MNIST (rotated)", digits)))
+    assert any("names MNIST" in b for b in check_figure(panel("ARI per round (MNIST column)", digits)))
+    assert style.stand_in_name("MNIST (rotated)") == "digits (rotated), for MNIST"
+    assert check_figure(panel(style.stand_in_name("MNIST (rotated)"), digits)) == []
+    assert check_figure(panel("the paper's MNIST column", digits)) == []
+    assert check_figure(panel("MNIST (rotated)", "rotated MNIST (medium run)")) == []  # the real set was run
