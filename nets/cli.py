@@ -6,6 +6,8 @@ Errors in flags, values or data files print one line to stderr and exit with sta
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
 from collections.abc import Sequence
 
 from synth.cli import CleanParser, print_record, typed_flag
@@ -125,25 +127,62 @@ def _configure_flower(sub: argparse.ArgumentParser) -> None:
 
 
 def _flower(args: argparse.Namespace) -> int:
-    """``nets run``'s experiment as a Flower app under ``flwr.simulation.run_simulation`` (:mod:`nets.flower`)."""
+    """``nets run``'s experiment as a Flower app under ``flwr.simulation.run_simulation`` (:mod:`nets.flower`).
+
+    Refused before Ray starts: whatever ``nets run`` refuses (the same checks and messages, inside the same work
+    ceiling, ``--max-hours``), a timeout that is not a finite number > 0, more actors than cores or than the memory
+    holds.  Exit status 1 when some round had no answering client (one line naming the clients that answered per
+    round); Ctrl-C 130, SIGTERM 143, in both cases after Ray and its processes are stopped.
+    """
     import importlib.util
 
     if importlib.util.find_spec("flwr") is None or importlib.util.find_spec("ray") is None:
         raise ValueError("python -m nets flower needs Flower's simulation engine: pip install -e \".[nets,flower]\"")
-    if args.timeout <= 0 or args.actors < 1:
-        raise ValueError(f"--timeout must be > 0 and --actors >= 1, got {args.timeout} and {args.actors}")
-    if getattr(args, "max_hours", None) is not None:  # the ceiling checks nets run's own cost estimate
-        raise ValueError("--max-hours is not available in a Flower run; use --timeout to bound each exchange")
+    from synth.cost import work_ceiling
+
     from .experiment import PARAMS
     from .flower.server import run
+    from .flower.session import Interrupted
 
     params = {k: v for k, v in vars(args).items() if k in PARAMS}
     if args.download:
         _download(params)
-    record = run(params, dict(args.algo_params), history=args.history, timeout=args.timeout, actors=args.actors,
-                 verbose=args.verbose)
+    try:
+        with work_ceiling(args.max_hours):
+            record = run(params, dict(args.algo_params), history=args.history, timeout=args.timeout,
+                         actors=args.actors, verbose=args.verbose)
+    except Interrupted as exc:
+        if exc.signum != signal.SIGTERM:
+            raise  # Ctrl-C: run_main's line and status 130
+        print("python -m nets: terminated (SIGTERM); the Flower run and its Ray processes were stopped",
+              file=sys.stderr, flush=True)
+        return 128 + signal.SIGTERM
+    silent = record["flower"]["rounds_without_answers"]
+    if silent:
+        print(f"python -m nets: error: {_silent_rounds_line(record, args.timeout)}", file=sys.stderr, flush=True)
+        return 1
     print_record(record, args.json)
     return 0
+
+
+def _silent_rounds_line(record: dict, timeout: float) -> str:
+    """Why a Flower run failed: the rounds in which no client answered, and how many answered in each round."""
+    from synth.errors import one_line
+
+    spans: list[list] = []  # [first, last, answering, asked]: consecutive rounds with the same counts
+    for key, got, asked in record["flower"]["answered"]:
+        last = spans[-1] if spans else None
+        if (last is not None and isinstance(key, int) and isinstance(last[1], int) and key == last[1] + 1
+                and last[2:] == [got, asked]):
+            last[1] = key
+        else:
+            spans.append([key, key, got, asked])
+    counts = ", ".join(f"{'test' if a == 'test' else (f'round {a}' if a == b else f'rounds {a}-{b}')}: {got} of {asked}"
+                       for a, b, got, asked in spans)
+    silent = record["flower"]["rounds_without_answers"]
+    return one_line(f"no client answered in {len(silent)} of {len(record['flower']['answered'])} rounds and tests "
+                    f"of the Flower run (clients answering: {counts}); the record is not a result -- raise --timeout "
+                    f"(now {timeout:g} s) if the clients are slow, or see --verbose for their errors")
 
 
 def _download(params: dict) -> None:

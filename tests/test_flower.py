@@ -89,6 +89,8 @@ def test_flower_run_equals_nets_run(name, flower_runs, monkeypatch):
     # the same record, plus what the Flower side cost
     assert set(got) == set(want) | {"flower"}
     assert got["flower"]["lost"] == [] and got["flower"]["exchanges"] >= 3  # describe, train, evaluate
+    assert got["flower"]["rounds_without_answers"] == []
+    assert want["batched"] is True and got["batched"] is False  # each Flower client trains alone
 
 
 def test_runs_are_not_trivial(flower_runs):
@@ -139,7 +141,7 @@ def test_run_config_of_pyproject_is_a_valid_experiment():
     (["--algo", "srfca"], "threshold"),
     (["--algo", "ifca", "--checkpoint", "x.pt"], "not available in a Flower run"),
     (["--algo", "ifca", "--share", "last"], "not available in a Flower run"),
-    (["--algo", "ifca", "--timeout", "0"], "--timeout must be > 0"),
+    (["--algo", "ifca", "--timeout", "0"], "timeout must be in (0, inf), got 0.0"),
 ])
 def test_bad_input_is_one_line_exit_2(argv, expect, capsys):
     code = main(["flower", "--clients", "4", *argv])

@@ -10,7 +10,10 @@ queued behind other strategies' exchanges are not lost for being slow; skipped w
 from __future__ import annotations
 
 import dataclasses
+import logging
+import re
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -21,6 +24,7 @@ pytest.importorskip("ray")
 import nets.experiment as experiment  # noqa: E402
 from nets.algorithms import ALGOS, make_estimator  # noqa: E402
 from nets.flower import simulate, strategy_for  # noqa: E402
+from nets.flower.strategies import ClientFailed  # noqa: E402
 
 pytestmark = pytest.mark.flower
 
@@ -53,10 +57,29 @@ def faulty_runs():
     broken = strategy_for({**BASE, "algo": "ifca"}, timeout=PATIENCE,
                           faults=[{"client": 0, "kind": "fail", "action": "describe"}])
     t0 = time.perf_counter()
-    simulate([strategies["ifca-late"]], actors=2)
-    with pytest.raises(ValueError, match="could not set up its partition") as err:
-        simulate([s for name, s in strategies.items() if name != "ifca-late"] + [broken], actors=2)
-    return strategies, str(err.value), time.perf_counter() - t0
+    flwr_log = _Records()
+    logging.getLogger("flwr").addHandler(flwr_log)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ClientFailed)
+            simulate([strategies["ifca-late"]], actors=2)
+            with pytest.raises(ValueError, match="could not set up its partition") as err:
+                simulate([s for name, s in strategies.items() if name != "ifca-late"] + [broken], actors=2)
+    finally:
+        logging.getLogger("flwr").removeHandler(flwr_log)
+    failed = [str(w.message) for w in caught if issubclass(w.category, ClientFailed)]
+    return strategies, str(err.value), time.perf_counter() - t0, failed, flwr_log.records
+
+
+class _Records(logging.Handler):
+    """The records Flower's logger lets through (its level decides: without verbose, none)."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
 
 
 def _nets_labels(params: dict, monkeypatch) -> list[np.ndarray]:
@@ -75,7 +98,7 @@ def _lost(strategy) -> list[tuple[str, int]]:
 
 
 def test_ifca_client_lost_before_its_choice_leaves_the_round(faulty_runs, monkeypatch):
-    runs, _, _ = faulty_runs
+    runs = faulty_runs[0]
     s = runs["ifca-fails-losses"]
     want = _nets_labels({**BASE, "algo": "ifca"}, monkeypatch)
     assert _lost(s) == [("query.losses", 2)]
@@ -88,7 +111,7 @@ def test_ifca_client_lost_before_its_choice_leaves_the_round(faulty_runs, monkey
 
 
 def test_ifca_client_lost_after_its_choice_keeps_its_choice(faulty_runs, monkeypatch):
-    runs, _, _ = faulty_runs
+    runs = faulty_runs[0]
     s = runs["ifca-fails-update"]
     want = _nets_labels({**BASE, "algo": "ifca"}, monkeypatch)
     assert _lost(s) == [("train.update", 3)]
@@ -97,7 +120,7 @@ def test_ifca_client_lost_after_its_choice_keeps_its_choice(faulty_runs, monkeyp
 
 
 def test_ifca_late_client_is_lost_after_the_timeout_only(faulty_runs):
-    runs, _, seconds = faulty_runs
+    runs, seconds = faulty_runs[0], faulty_runs[2]
     s = runs["ifca-late"]
     assert s.record["flower"]["lost"][0][1:3] == ["query.losses", 5]
     assert "no answer within" in s.record["flower"]["lost"][0][3]
@@ -108,14 +131,18 @@ def test_ifca_late_client_is_lost_after_the_timeout_only(faulty_runs):
 
 
 def test_round_without_answers_changes_nothing(faulty_runs):
-    runs, _, _ = faulty_runs
+    runs = faulty_runs[0]
     s = runs["ifca-all-fail"]
     assert len(_lost(s)) == 8 and (s.round_labels[1] == -1).all()
     assert (s.round_labels[2] >= 0).all() and s.record["test_accuracy"] is not None
+    # ... but the record names the round: nets flower exits 1 on it, and no clustering score is claimed for it
+    assert s.record["flower"]["rounds_without_answers"] == [1]
+    assert s.record["flower"]["answered"][:3] == [[0, 8, 8], [1, 0, 8], [2, 8, 8]]
+    assert s.record["history"]["ari"][1] is None and s.record["history"]["ari"][2] is not None
 
 
 def test_clove_client_lost_leaves_the_round(faulty_runs):
-    runs, _, _ = faulty_runs
+    runs = faulty_runs[0]
     s = runs["clove-fails-losses"]
     assert _lost(s) == [("query.losses", 1)]
     assert s.round_labels[1][1] == -1 and (np.delete(s.round_labels[1], 1) >= 0).all()
@@ -137,7 +164,7 @@ def _nets_fit_on(params: dict, clients: np.ndarray):
 
 
 def test_srfca_restarts_on_the_clients_that_remain(faulty_runs):
-    runs, _, _ = faulty_runs
+    runs = faulty_runs[0]
     s = runs["srfca-fails-gradient"]
     assert _lost(s) == [("train.gradient", 6)]
     assert s.record["flower"]["restarts"] == 1 and s.record["flower"]["removed_clients"] == [6]
@@ -151,12 +178,27 @@ def test_srfca_restarts_on_the_clients_that_remain(faulty_runs):
 
 
 def test_local_client_lost_is_removed(faulty_runs):
-    runs, _, _ = faulty_runs
+    runs = faulty_runs[0]
     s = runs["local-fails"]
     assert _lost(s) == [("train.local", 6)] and s.record["flower"]["removed_clients"] == [6]
     assert s.record["unassigned"] == 1 and s.record["test_accuracy"] is not None
 
 
 def test_partition_that_cannot_be_built_is_one_error(faulty_runs):
-    _, error, _ = faulty_runs
+    error = faulty_runs[1]
     assert "client 0 fails describe" in error and "\n" not in error
+
+
+def test_failing_client_is_one_line_without_traceback(faulty_runs):
+    """Every failing client is one ClientFailed warning (its id, the action, its exception's message), once per
+    client and action however many rounds it fails in; Flower's log of it (a ~70-line traceback) stays quiet."""
+    failed, flwr_records = faulty_runs[3], faulty_runs[4]
+    found = set()
+    for text in failed:
+        match = re.fullmatch(r"Flower client (\d+) failed in (\S+): client (\d+) fails .*", text)
+        assert match and match.group(1) == match.group(3) and "\n" not in text, text
+        found.add((int(match.group(1)), match.group(2)))
+    expected = ({(2, "query.losses"), (3, "train.update"), (1, "query.losses"), (6, "train.gradient"),
+                 (6, "train.local")} | {(c, "query.losses") for c in range(8)})
+    assert found == expected
+    assert flwr_records == [], [r.getMessage()[:200] for r in flwr_records[:3]]

@@ -7,15 +7,20 @@
 * :data:`app` is the ``ServerApp`` that ``flwr run`` starts (``pyproject.toml``'s ``[tool.flwr.app]``); the
   experiment comes from the run config (``[tool.flwr.app.config]`` or ``flwr run --run-config``).
 
-The engine is configured for a small machine: Ray starts with ``actors`` CPUs and each ClientApp takes one, so
-``actors`` clients compute at a time; a new local Ray instance is started for the process (never an existing
-cluster's) and stopped by Ray when the process ends.
+Before Ray starts, :func:`simulate` refuses what ``nets run`` refuses (each strategy's
+:meth:`~nets.flower.strategies.FlowerStrategy.preflight`: the same checks and messages) and a simulation whose
+actors need more memory than the machine allows (:func:`check_simulation_memory`).  The engine is configured for
+a small machine: Ray starts with ``actors`` CPUs (at most the cores this process may use) and each ClientApp takes
+one, so ``actors`` clients compute at a time.  A new local Ray instance is started for the run (never an existing
+cluster's) and stopped with it, interrupted or not, leaving no process behind (:mod:`nets.flower.session`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import time
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -23,26 +28,78 @@ from typing import Any
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
+from synth.validation import check_int
+
+from .session import ray_session
 from .strategies import FlowerStrategy, strategy_for
 
-__all__ = ["RUN_CONFIG", "app", "params_from_run_config", "ray_config", "run", "simulate"]
+__all__ = ["RUN_CONFIG", "app", "check_actors", "check_simulation_memory", "params_from_run_config", "ray_config",
+           "run", "simulate"]
 
 # the keys of [tool.flwr.app.config]; "params" and "algo-params" hold further nets run settings as JSON objects
 RUN_CONFIG = ("algo", "dataset", "clients", "rounds", "seed", "params", "algo-params", "timeout", "record")
+# resident memory measured on the 2-core EPYC (Ray 2.55, Flower 1.42, CPU torch) during a run of the embedded digits:
+# one ClientAppActor 640 MiB (Python, torch, Ray's worker, before its copy of the data); Ray's own processes (GCS
+# server, raylet, monitor, dashboard, log monitor, two agents) about 600 MiB; plus the object store of ray_config
+ACTOR_BYTES = 640 * 2**20
+RAY_BYTES = 600 * 2**20
+OBJECT_STORE_BYTES = 200 * 2**20
+# seconds a stopped strategy's ServerApp thread is given to leave its exchange
+STOP_SECONDS = 5.0
 
 
 def ray_config(actors: int = 1) -> dict[str, Any]:
     """``run_simulation``'s ``backend_config``: a new local Ray instance of ``actors`` CPUs, one per ClientApp."""
     return {"init_args": {"address": "local", "num_cpus": int(actors), "include_dashboard": False,
-                          "object_store_memory": 200 * 2**20, "logging_level": "error", "log_to_driver": False},
+                          "object_store_memory": OBJECT_STORE_BYTES, "logging_level": "error",
+                          "log_to_driver": False},
             "client_resources": {"num_cpus": 1, "num_gpus": 0.0}}
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the platform has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - platforms without sched_getaffinity
+        return os.cpu_count() or 1
+
+
+def check_actors(actors: Any) -> int:
+    """``actors`` as an int in ``[1, usable cores]`` (Ray gives each actor one core), else ValueError/TypeError."""
+    actors = check_int("actors", actors, low=1)
+    cores = usable_cores()
+    if actors > cores:
+        raise ValueError(f"actors must be an integer in [1, {cores}] (one simulation actor per CPU core this process "
+                         f"may use), got {actors}")
+    return actors
+
+
+def check_simulation_memory(actors: int, data_bytes: Sequence[int]) -> float:
+    """Refuse (ResourceError, a ValueError) a simulation whose processes need more memory than the budget.
+
+    Each actor is a process of :data:`ACTOR_BYTES` that builds the federations of the experiments it serves (up to
+    two, :mod:`nets.flower.client`), counted at three times their arrays (the data set's pool is loaded before it
+    is split); Ray's own processes and object store come once.  ``data_bytes``: each experiment's arrays.
+    """
+    from synth.cost import check_memory, format_bytes
+
+    largest = sorted((int(b) for b in data_bytes), reverse=True)[:2]
+    actor = ACTOR_BYTES + 3.0 * sum(largest)
+    need = RAY_BYTES + OBJECT_STORE_BYTES + actors * actor
+    check_memory(need, f"a Flower simulation of {actors} actor(s) (each about {format_bytes(actor)}: a ClientApp "
+                 f"process and its copy of the federation) and Ray's own processes",
+                 hint="lower --actors (clients computing at a time), --clients or --n-per-client")
+    return need
 
 
 def simulate(strategies: Sequence[FlowerStrategy], *, actors: int = 1, verbose: bool = False) -> list[dict]:
     """Run ``strategies`` one after another on one simulated federation; returns their JSON records.
 
-    Every strategy must have the same number of clients (one SuperNode each).  ``verbose`` keeps Flower's
-    and Ray's logs; otherwise only errors reach stderr.
+    Every strategy must have the same number of clients (one SuperNode each).  Before Ray starts, each strategy
+    is checked as ``nets run`` checks its experiment, and the actors' memory against the budget.  ``verbose``
+    keeps Flower's and Ray's logs (and a line per exchange); otherwise nothing reaches stderr but one line per
+    failing client (a :class:`~nets.flower.strategies.ClientFailed` warning).  SIGINT or SIGTERM ends the run
+    with :class:`~nets.flower.session.Interrupted`, after Ray and its processes are stopped.
     """
     from flwr.simulation import run_simulation
 
@@ -51,6 +108,8 @@ def simulate(strategies: Sequence[FlowerStrategy], *, actors: int = 1, verbose: 
     clients = {int(s.p["clients"]) for s in strategies}
     if len(clients) != 1:
         raise ValueError(f"strategies simulated together need the same number of clients, got {sorted(clients)}")
+    actors = check_actors(actors)
+    check_simulation_memory(actors, [s.preflight() for s in strategies])
     server = ServerApp()
 
     @server.main()
@@ -58,16 +117,26 @@ def simulate(strategies: Sequence[FlowerStrategy], *, actors: int = 1, verbose: 
         for strategy in strategies:  # one after another, on the same SuperNodes
             strategy.start(grid)
 
+    def stop() -> None:  # the ServerApp thread leaves its exchange, so the process can end
+        for strategy in strategies:
+            strategy.stop()
+        deadline = time.monotonic() + STOP_SECONDS
+        while any(s.running for s in strategies) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
     flwr_logger = logging.getLogger("flwr")
     level = flwr_logger.level
-    if not verbose:
-        flwr_logger.setLevel(logging.ERROR)
+    # without --verbose Flower's logs stay quiet, errors included: a failing client is one warning line (the
+    # strategy's), an error of the run one exception
+    flwr_logger.setLevel(logging.DEBUG if verbose else logging.CRITICAL + 1)
+    config = ray_config(actors)
     try:
         with warnings.catch_warnings():
             # Ray's notice about a future default (accelerator variables), raised at every start
             warnings.filterwarnings("ignore", message="Tip: In future versions of Ray", category=FutureWarning)
-            run_simulation(server_app=server, client_app=client_app, num_supernodes=clients.pop(),
-                           backend_config=ray_config(actors), verbose_logging=verbose)
+            with ray_session(config["init_args"], on_stop=stop):
+                run_simulation(server_app=server, client_app=client_app, num_supernodes=clients.pop(),
+                               backend_config=config, verbose_logging=verbose)
     finally:
         flwr_logger.setLevel(level)
     missing = [type(s).__name__ for s in strategies if s.record is None]
@@ -121,6 +190,7 @@ def main(grid: Grid, context: Context) -> None:
     config = dict(context.run_config)
     params, algo_params, options = params_from_run_config(config)
     strategy = strategy_for(params, algo_params=algo_params, **options)
+    strategy.preflight()  # nets run's refusals, before any message
     strategy.start(grid)
     text = json.dumps(json_safe(strategy.record), allow_nan=False)
     print(text, flush=True)

@@ -26,9 +26,18 @@ for any number of simulation actors.
 After the fit, one ``evaluate.scores`` exchange scores the models on the clients' test data by the paper's rule
 (IFCA's min-loss rule, SR-FCA's and CLoVE's cluster rule, Local's own model).
 
+Before the run (:meth:`FlowerStrategy.preflight`, called before Ray starts) the experiment is checked as ``nets
+run`` checks it, with the same functions and messages: the data's size, the federation (e.g. too few clients for
+the partition's clusters), the minibatch and cluster counts, and the estimated memory and (on a command line) time
+of the fit.
+
 Faults (:mod:`nets.flower.backend`): a client that fails or times out in an IFCA, FedAvg or CLoVE round leaves
 that round's participants (the participation subsets ``M_t`` / ``M^(t)`` of both papers) and is asked again in
-the next.  SR-FCA's ONE_SHOT graph, RECLUSTER and MERGE are defined over a fixed set of clients, so a client lost
+the next; a failing client is one :class:`ClientFailed` warning line (its id and its exception's message).  The
+record counts, round by round, the clients that answered (``flower.answered``) and names the rounds in which none
+did (``flower.rounds_without_answers``; ``python -m nets flower`` then exits with status 1); a clustering in which
+no client is assigned has no ARI (``None``), not the 1.0 that unassigned singletons would score against singleton
+clusters.  SR-FCA's ONE_SHOT graph, RECLUSTER and MERGE are defined over a fixed set of clients, so a client lost
 anywhere in SR-FCA (or Local) is removed and the algorithm restarts on the clients that remain (same seed, so the
 run is SR-FCA on that federation); the removed clients are reported unassigned (label -1).  Every exchange has a
 timeout, so a run never waits longer than that for a client.
@@ -38,7 +47,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from logging import INFO
 from typing import Any
@@ -50,10 +61,11 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 from flwr.supercore import log
 
-from synth.validation import did_you_mean
+from synth.validation import check_real, did_you_mean
 
 from ..algorithms import ALGOS, hyper_parameters, make_estimator
 from ..backend import TorchBackend
+from ..datasets import default_model
 from ..device import resolve_device
 from ..evaluate import clustering_scores, mean_scores, train_identity_scores
 from ..functional import FunctionalModel
@@ -61,14 +73,29 @@ from ..models import MODELS, model_factory
 from .backend import Answers, ClientsLost, FederatedBackend
 from .protocol import ARRAYS, CONFIG, EXPERIMENT, METRICS, RESULT, pack, unpack
 
-__all__ = ["STRATEGIES", "CLoVEStrategy", "FlowerStrategy", "GlobalStrategy", "IFCAStrategy", "LocalStrategy",
-           "SRFCAStrategy", "strategy_for"]
+__all__ = ["STRATEGIES", "CLoVEStrategy", "ClientFailed", "FlowerStrategy", "GlobalStrategy", "IFCAStrategy",
+           "LocalStrategy", "RunStopped", "SRFCAStrategy", "strategy_for"]
 
 # nets run parameters a Flower run does not offer, and why
 _UNSUPPORTED = {
     "checkpoint": "a Flower run is not resumed from a checkpoint",
     "test_machines": "IFCA's separate test machines are not Flower clients",
 }
+
+
+class ClientFailed(UserWarning):
+    """A client's ClientApp raised: one line with the client and its exception's message (``python -m nets``
+    prints it when it happens, ``immediate``)."""
+
+    immediate = True
+
+
+class RunStopped(RuntimeError):
+    """The run was stopped (:meth:`FlowerStrategy.stop`: the simulation was interrupted) during an exchange."""
+
+
+# seconds between two looks for the answers of an exchange (Flower's InMemoryGrid polls as often)
+PULL_SECONDS = 0.1
 
 
 @dataclass
@@ -91,6 +118,23 @@ class _Log:
     lost: list[list] = field(default_factory=list)  # [exchange, action, client, why]
     waits: list[float] = field(default_factory=list)  # seconds each exchange waited for its answers
     restarts: int = 0
+    # consecutive exchanges of one round (or of one test): [round or "test", clients answering, clients asked]
+    answered: list[list] = field(default_factory=list)
+    _who: tuple[set, set] | None = None  # the last entry's clients answering and asked
+
+    def count(self, key, asked: np.ndarray, answered: np.ndarray) -> None:
+        """Add one exchange's clients (asked, and those of them that answered) to its round's entry."""
+        if not self.answered or self.answered[-1][0] != key:
+            self.answered.append([key, 0, 0])
+            self._who = (set(), set())
+        got, all_ = self._who
+        got.update(int(c) for c in asked[answered])
+        all_.update(int(c) for c in asked)
+        self.answered[-1][1:] = [len(got), len(all_)]
+
+    def silent(self) -> list:
+        """The rounds (or tests) in which clients were asked and none answered."""
+        return [key for key, got, asked in self.answered if asked and not got]
 
 
 class FlowerStrategy(Strategy):
@@ -102,9 +146,9 @@ class FlowerStrategy(Strategy):
         20, "rounds": 10, "seed": 0}``; validated here, so a mistake is a ``ValueError`` before any message.
     algo_params : extra estimator hyper-parameters by name (``nets run --algo-param``).
     history : keep the per-round metrics (``nets run --history``).
-    timeout : seconds an exchange waits for its clients; later answers are lost.
+    timeout : seconds an exchange waits for its clients, finite and > 0; later answers are lost.
     start_timeout : seconds to wait for the SuperNodes to connect and describe their partitions (the first
-        answer builds each simulation actor's data).
+        answer builds each simulation actor's data), finite and > 0.
     faults : injected client faults (tests; see :mod:`nets.flower.client`).
     """
 
@@ -133,7 +177,8 @@ class FlowerStrategy(Strategy):
                                          None, self.algo_params), explicit=tuple(self.algo_params))
         self.params = {k: v for k, v in params.items() if k != "algo_params"}
         self.history = bool(history)
-        self.timeout, self.start_timeout = float(timeout), float(start_timeout)
+        self.timeout = check_real("timeout", timeout, low=0.0, low_inclusive=False)
+        self.start_timeout = check_real("start_timeout", start_timeout, low=0.0, low_inclusive=False)
         self.faults = [dict(f) for f in faults]
         self.record: dict[str, Any] | None = None
         self.round_labels: list[np.ndarray] = []  # the labels the estimator's monitor saw, call by call
@@ -142,6 +187,59 @@ class FlowerStrategy(Strategy):
         self._log = _Log()
         self._experiment = ConfigRecord({"json": json.dumps({"params": self.params, "faults": self.faults})})
         self._nodes = np.zeros(0, dtype=np.uint64)  # node ids are 64-bit unsigned
+        self._stop = threading.Event()
+        self.running = False  # in start(): the ServerApp thread runs this strategy
+
+    # ---------------------------------------------------------------- before Ray, and stopping
+    def preflight(self) -> int:
+        """Refuse what ``nets run`` refuses for this experiment, with its functions and messages, before any
+        message (or Ray) starts; returns the bytes of the federation's arrays (each actor holds a copy).
+
+        The data's size (:func:`nets.experiment.check_data_size`), the federation itself (e.g. fewer clients than
+        the partition's clusters), the minibatch and cluster counts, and the fit's estimated memory and -- inside a
+        :func:`synth.cost.work_ceiling`, as on a command line -- time (``nets.experiment._check_work``: the
+        per-sample prices are measured here on the server's copy, which is then dropped).  The time is ``nets
+        run``'s, a lower bound for Flower, whose messages cost more (bench/README.md#flower).
+        """
+        from ..experiment import _check_work, _federation_that_fits, check_data_size
+
+        p = self.p
+        check_data_size(p)
+        data_ss, _, batch_ss = np.random.SeedSequence(p["seed"]).spawn(3)
+        fed, _ = _federation_that_fits(p, data_ss, explicit_n=self.params.get("n_per_client") is not None)
+        k = _check_sizes(p, int(fed.X.shape[1]), fed.n_clients, fed.clusters)
+        device = resolve_device(p["device"])
+        model = fed.model(default_model(p["dataset"], p["task"]) if p["model"] == "auto" else p["model"],
+                          device=device, dtype=torch.float64 if p["dtype"] == "float64" else torch.float32)
+        train, _ = fed.backends(model, batch_size=p["batch_size"], optimizer=p["optimizer"], batched=True,
+                                seed=int(batch_ss.generate_state(1)[0]), lr_decay=p["lr_decay"],
+                                memory_budget=(p["memory_mb"] or (4096 if device.type == "cuda" else 256)) * 2**20)
+        runs = p["n_init"] * len(np.atleast_1d(p["step_size"])) if "n_init" in hyper_parameters(self.algo) else 1
+        _check_work(p, self.algo_params, fed, model, train, k, runs, 0)
+        return int(sum(a.nbytes for a in (fed.X, fed.y, fed.X_test, fed.y_test)))
+
+    def stop(self) -> None:
+        """End the run at its next exchange (or now, if it waits for one): it raises :class:`RunStopped`."""
+        self._stop.set()
+
+    def _check_stop(self) -> None:
+        if self._stop.is_set():
+            raise RunStopped(f"{type(self).__name__} stopped: the simulation was interrupted")
+
+    def _send_and_receive(self, messages: list[Message], timeout: float) -> list[Message]:
+        """``Grid.send_and_receive`` that a :meth:`stop` ends within :data:`PULL_SECONDS`."""
+        ids = {str(i) for i in self._grid.push_messages(messages)}
+        end = time.monotonic() + timeout
+        out: list[Message] = []
+        while True:
+            self._check_stop()
+            got = list(self._grid.pull_messages(ids))
+            out.extend(got)
+            ids.difference_update(str(m.metadata.reply_to_message_id) for m in got)
+            left = end - time.monotonic()
+            if not ids or left <= 0:
+                return out
+            time.sleep(min(PULL_SECONDS, left))
 
     # ---------------------------------------------------------------- Flower's Strategy API
     def summary(self) -> None:
@@ -186,7 +284,7 @@ class FlowerStrategy(Strategy):
             if a is None:
                 continue  # a late answer to an earlier exchange
             if msg.has_error():
-                self._lose(server_round, p.action, int(p.clients[a]), _reason(msg.error.reason))
+                self._lose(server_round, p.action, int(p.clients[a]), _reason(msg.error.reason), failed=True)
                 continue
             metrics = dict(msg.content[METRICS])
             if int(metrics.get("partition", -1)) != int(p.clients[a]):
@@ -236,12 +334,17 @@ class FlowerStrategy(Strategy):
         if num_rounds is not None and num_rounds != self.p["rounds"]:
             raise ValueError(f"num_rounds={num_rounds} differs from the rounds parameter ({self.p['rounds']})")
         if timeout is not None:
-            self.timeout = float(timeout)
+            self.timeout = check_real("timeout", timeout, low=0.0, low_inclusive=False)
         self._grid = grid
         log(INFO, "Starting %s:", type(self).__name__)
         self.summary()
-        facts = self._describe()
-        models, scores = self._run(facts)
+        self.running = True
+        try:
+            self._check_stop()
+            facts = self._describe()
+            models, scores = self._run(facts)
+        finally:
+            self.running = False
         result = Result()
         result.arrays = ArrayRecord({"models": pack(models)["rows"]})
         result.evaluate_metrics_clientapp[self._log.exchanges] = MetricRecord(
@@ -266,7 +369,7 @@ class FlowerStrategy(Strategy):
         configure = self.configure_evaluate if evaluate else self.configure_train
         messages = configure(server_round, arrays, cfg, self._grid)
         t0 = time.perf_counter()
-        replies = list(self._grid.send_and_receive(messages, timeout=self.timeout)) if messages else []
+        replies = self._send_and_receive(messages, self.timeout) if messages else []
         self._log.waits.append(time.perf_counter() - t0)
         self._log.seconds += self._log.waits[-1]
         self._log.messages += len(messages)
@@ -275,19 +378,26 @@ class FlowerStrategy(Strategy):
         else:
             arrays_out, metrics = self.aggregate_train(server_round, replies)
         answered = np.asarray(metrics["answered"], dtype=bool)
+        key = "test" if evaluate else int(config.get("round", 0))
+        self._log.count(key, clients, answered)
+        log(INFO, "exchange %d (%s, %s): %d of %d clients answered in %.2f s", server_round, action,
+            "test" if evaluate else f"round {key}", int(answered.sum()), len(clients), self._log.waits[-1])
         table = {k: np.asarray(v, dtype=np.float64).reshape(len(clients), -1) for k, v in metrics.items()
                  if k != "answered"}
         return Answers(answered, None if arrays_out is None else unpack(arrays_out), table)
 
-    def _lose(self, server_round: int, action: str, client: int, why: str) -> None:
+    def _lose(self, server_round: int, action: str, client: int, why: str, failed: bool = False) -> None:
         self._log.lost.append([server_round, action, client, why])
         log(INFO, "exchange %d (%s): client %d lost: %s", server_round, action, client, why)
+        if failed:  # one line per failing client (Flower's own log of it, a traceback, is quiet without --verbose)
+            warnings.warn(f"Flower client {client} failed in {action}: {why}", ClientFailed, stacklevel=2)
 
     def _describe(self) -> dict:
         """Wait for one SuperNode per client; learn each node's partition, sample counts and true cluster."""
         m = int(self.p["clients"])
         deadline = time.monotonic() + self.start_timeout
         while len(nodes := sorted(int(n) for n in self._grid.get_node_ids())) < m:
+            self._check_stop()
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{len(nodes)} SuperNodes connected within {self.start_timeout:g} s; the run "
                                    f"needs one per client ({m})")
@@ -302,7 +412,7 @@ class FlowerStrategy(Strategy):
             self._log.exchanges += 1
             messages = self.configure_train(self._log.exchanges, ArrayRecord(), ConfigRecord(
                 {"exchange": self._log.exchanges}), self._grid)
-            replies = list(self._grid.send_and_receive(messages, timeout=self.start_timeout))
+            replies = self._send_and_receive(messages, self.start_timeout)
         finally:
             self.timeout = keep
         errors = [_reason(r.error.reason) for r in replies if r.has_error()]
@@ -339,10 +449,7 @@ class FlowerStrategy(Strategy):
         stacks = TorchBackend(model, placeholder)  # operations on model stacks only: it holds no client data
         truth = facts["truth"]
         m = int(self.p["clients"])
-        K = int(truth.max()) + 1 if truth is not None else None
-        k = p["n_clusters"] or K or 3
-        if k > m:
-            raise ValueError(f"n_clusters must be in [1, {m}] (the number of clients), got {k}")
+        k = _check_sizes(p, int(facts["n_per_client"]), m, truth)
         if p["local_init"] == "separate" and algo not in _LOCAL_START_ALGOS:
             raise ValueError(f"local_init='separate' applies to {', '.join(_LOCAL_START_ALGOS)} (their local models "
                              f"train once from the start); got algo {algo!r}")
@@ -382,10 +489,11 @@ class FlowerStrategy(Strategy):
         record = {
             "dataset": p["dataset"], "algo": algo, "model": name, "task": p["task"],
             "test_accuracy": final["test_accuracy"], "test_loss": final["test_loss"],
-            **clustering_scores(labels, truth),
+            **_clustering_scores(labels, truth),
             "n_clusters": int(res.n_clusters), "rounds": int(p["rounds"]) if spec.restarts else int(res.rounds),
             "clients": m, "n_per_client": int(facts["n_per_client"]), "n_params": model.n_params,
-            "seconds": seconds, "device": facts["device"], "batched": True, "unassigned": final["unassigned"],
+            # each client trains alone on its own SuperNode: nothing is batched across clients
+            "seconds": seconds, "device": facts["device"], "batched": False, "unassigned": final["unassigned"],
             "resumed_from_round": None, "notes": list(facts["notes"]),
             "algo_params": dict(sorted(self.algo_params.items())),
         }
@@ -398,7 +506,9 @@ class FlowerStrategy(Strategy):
         lg = self._log
         record["flower"] = {"exchanges": lg.exchanges, "messages": lg.messages,
                             "seconds_in_exchanges": round(lg.seconds, 3), "lost": lg.lost, "restarts": lg.restarts,
-                            "removed_clients": [int(c) for c in np.setdiff1d(np.arange(m), members)]}
+                            "removed_clients": [int(c) for c in np.setdiff1d(np.arange(m), members)],
+                            "answered": [list(e) for e in lg.answered],
+                            "rounds_without_answers": lg.silent()}
         self.record = record
         return np.asarray(res.models), final
 
@@ -448,7 +558,7 @@ class _Monitor:
         full = np.full(self.m, -1, dtype=np.int64)
         full[self.members] = labels
         self.labels.append(full)
-        scores = clustering_scores(full, self.truth)
+        scores = _clustering_scores(full, self.truth)
         row = {"round": t, "run": self._pending, "ari": scores["ari"], "misclustering": scores["misclustering"]}
         due = self.eval_every and ((t + 1) % self.eval_every == 0 or t == self.rounds - 1)
         if due and self.rule != "own" and len(models) > 0:
@@ -478,6 +588,32 @@ def _check_algo_params(algo: str, algo_params: dict[str, Any] | None) -> dict[st
         if key not in declared:
             raise ValueError(f"algo {algo!r} has no hyper-parameter {key!r}{did_you_mean(str(key), declared)}")
     return out
+
+
+def _check_sizes(p: dict[str, Any], n: int, m: int, truth) -> int:
+    """``nets run``'s checks of a federation of ``m`` clients of ``n`` training samples: a minibatch of at most
+    ``n`` samples, at most ``m`` cluster models; returns the cluster models k (``n_clusters``, else the true
+    clusters, else 3), as :func:`nets.experiment.run_experiment` does (its messages)."""
+    if p["batch_size"] is not None and p["batch_size"] > n:
+        raise ValueError(f"batch_size must be at most the {n} training samples per client, got {p['batch_size']} "
+                         "(leave it out for full-batch steps)")
+    K = int(np.max(truth)) + 1 if truth is not None else None
+    k = p["n_clusters"] or K or 3
+    if k > m:
+        raise ValueError(f"n_clusters must be in [1, {m}] (the number of clients), got {k}")
+    return k
+
+
+def _clustering_scores(labels, truth) -> dict:
+    """:func:`nets.evaluate.clustering_scores`, but a clustering in which no client is assigned has no ARI.
+
+    Unassigned clients (-1) count as singletons in the ARI; with every client unassigned against singleton clusters
+    (as many clusters as clients) that would read 1.0 for a run in which no client answered.
+    """
+    scores = clustering_scores(labels, truth)
+    if truth is not None and len(labels) and (np.asarray(labels) < 0).all():
+        scores["ari"] = None
+    return scores
 
 
 def _plain(value):

@@ -1,0 +1,172 @@
+"""The Ray instance of one Flower simulation: started for the run, stopped with it, and nothing left behind.
+
+Flower's simulation engine runs the ClientApps on Ray actors; ``ray.init`` starts a GCS server, a raylet, a
+dashboard, a log monitor, two agents and (per actor) a worker process, and installs its own SIGTERM handlers.
+Left alone, a Ctrl-C raised in the main thread leaves the ServerApp thread waiting out its exchange's timeout
+(the process lives on), SIGTERM runs into Ray's handlers, and Ray's agents and workers outlive the run by minutes.
+:func:`ray_session` therefore
+
+* starts Ray itself (``run_simulation`` then reuses the running instance) in a temporary directory of its own,
+  with a marker unique to the run in the environment that every Ray process inherits (:data:`MARKER`);
+* while the run lasts, turns SIGINT and SIGTERM in the main thread into :class:`Interrupted` (a
+  ``KeyboardInterrupt``), once: a second signal during the clean-up is ignored, so the clean-up finishes;
+* at the end -- finished, failed or interrupted -- shuts Ray down, ends every process that carries the run's
+  marker (SIGTERM, then SIGKILL after a grace period) and removes the temporary directory.
+
+Only a SIGKILL of the driver itself cannot be handled: Ray's processes then end on their own, minutes later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = ["MARKER", "Interrupted", "marked_processes", "ray_session"]
+
+# the environment variable whose value (unique per run) every process of the run's Ray instance inherits
+MARKER = "CFLAB_FLOWER_RUN"
+# seconds Ray's processes get to end after SIGTERM before they are killed
+GRACE_SECONDS = 3.0
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived during a Flower run (``signum`` says which)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = int(signum)
+
+
+def marked_processes(value: str, name: str = MARKER) -> list[int]:
+    """Process ids (this user's, other than this process) whose environment holds ``name=value``.
+
+    Reads ``/proc/<pid>/environ`` (Linux); elsewhere nothing is found and only ``ray.shutdown`` ends Ray.
+    """
+    entry = f"{name}={value}".encode()
+    found = []
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return []
+    uid = os.getuid()
+    for pid in pids:
+        if pid == os.getpid():
+            continue
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != uid:
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                if entry in fh.read().split(b"\0"):
+                    found.append(pid)
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie -- ended, not yet reaped -- does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def end_processes(value: str, grace: float = GRACE_SECONDS) -> list[int]:
+    """SIGTERM every process marked with ``value``, SIGKILL those alive after ``grace`` seconds; returns them."""
+    pids = marked_processes(value)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in pids:
+        if _alive(pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    for pid in pids:  # our own children (the GCS server, the raylet, ...) are reaped here, not left as zombies
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+    return pids
+
+
+class _Signals:
+    """SIGINT/SIGTERM -> :class:`Interrupted` in the main thread, the first time only."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.saved: dict[int, Any] = {}
+        self.active = threading.current_thread() is threading.main_thread()
+
+    def handler(self, signum: int, frame) -> None:
+        if self.received is not None:  # already stopping: let the clean-up finish
+            return
+        self.received = signum
+        raise Interrupted(signum)
+
+    def install(self) -> None:
+        if not self.active:  # signal handlers can only be set from the main thread
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous = signal.signal(sig, self.handler)
+            self.saved.setdefault(sig, previous)
+
+    def hold(self) -> None:
+        """From now on a signal is ignored (the clean-up is under way)."""
+        if self.received is None:
+            self.received = -1
+
+    def restore(self) -> None:
+        for sig, previous in self.saved.items():
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def ray_session(init_args: dict[str, Any], on_stop: Callable[[], None] | None = None) -> Iterator[str]:
+    """A new local Ray instance for one Flower run (module docstring); yields the run's marker value.
+
+    ``init_args`` are ``ray.init``'s arguments (:func:`nets.flower.server.ray_config`); ``on_stop`` is called first
+    in the clean-up (the strategies stop their exchanges, so the ServerApp thread ends).
+    """
+    import ray
+
+    signals = _Signals()
+    value = uuid.uuid4().hex
+    temp = tempfile.mkdtemp(prefix="cflab-ray-")  # short: Ray's socket paths live under it
+    before = os.environ.get(MARKER)
+    signals.install()
+    try:
+        os.environ[MARKER] = value
+        try:
+            # Flower's RayBackend passes sys.path on as PYTHONPATH, so that the actors import what the driver does
+            path = os.pathsep.join([*sys.path, *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])])
+            ray.init(**init_args, _temp_dir=temp, runtime_env={"env_vars": {"PYTHONPATH": path}})
+        finally:  # only Ray's processes, started above, inherit the marker
+            if before is None:
+                os.environ.pop(MARKER, None)
+            else:
+                os.environ[MARKER] = before
+        signals.install()  # ray.init replaced the SIGTERM handler with its own
+        yield value
+    finally:
+        signals.hold()
+        try:
+            if on_stop is not None:
+                on_stop()
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+            end_processes(value)
+        finally:
+            shutil.rmtree(temp, ignore_errors=True)
+            signals.restore()
