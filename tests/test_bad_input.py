@@ -218,6 +218,7 @@ NETS_CASES = [
     ("nets.algorithms.make_estimator", lambda t: _nets()[1].make_estimator("ifcaa", {}), "did you mean 'ifca'"),
     ("nets.algorithms.hyper_parameters", lambda t: _nets()[1].hyper_parameters("clovee"), "did you mean 'clove'"),
     ("nets.data.leaf.load_leaf", lambda t: _nets()[8].load_leaf("nope", t), "dataset must be"),
+    ("nets.data.leaf.leaf_user_count", lambda t: _nets()[8].leaf_user_count("nope", t), "dataset must be"),
     ("nets.data.files.data_dir", lambda t: _files().data_dir(123), "data"),
     ("nets.data.files.resolve", lambda t: _files().resolve("nope", "x"), "nope"),
     # a missing or corrupt data file is one clear DataError naming the file and where it was looked for
