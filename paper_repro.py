@@ -69,17 +69,26 @@ def _parser(targets):
     camp.add_argument("--cells", default=None, metavar="TEXT,...",
                       help="with --campaign: only the cells whose name contains one of these strings (with "
                            "--device cuda: the cells in the order named, none of the CPU budget; see bench/gpu_run.py)")
+    camp.add_argument("--cpus", default=None, metavar="N",
+                      help="with --backend dask: CPU workers of the plan's estimate, or of the local cluster that "
+                           "--campaign run starts without --scheduler (default: this machine's cores)")
+    camp.add_argument("--gpus", default=None, metavar="M",
+                      help="with --backend dask: GPU workers of the plan's estimate, or of the local cluster (one per "
+                           "CUDA device; default: 0)")
+    camp.add_argument("--commit-runs", dest="commit_runs", action="store_true",
+                      help="with --campaign run --backend dask: git-commit each stored run file as it is stored (that "
+                           "file only)")
     return parser
 
 
 # flags of the paper-scale campaign, and those it ignores (its runs, sizes and outputs are the campaign's own)
-_CAMPAIGN_ONLY = {"budget_hours": "--budget-hours", "hours": "--hours", "cells": "--cells"}
+_CAMPAIGN_ONLY = {"budget_hours": "--budget-hours", "hours": "--hours", "cells": "--cells", "cpus": "--cpus",
+                  "gpus": "--gpus", "commit_runs": "--commit-runs"}
 _SETTINGS = "it runs the papers' settings"
 _NOT_WITH_CAMPAIGN = {"out": "--out (its runs go to figures/measured/<folder>/)",
                       "only": "--only (it chooses cells: --cells)", "size": f"--size ({_SETTINGS})",
                       "quick": f"--quick ({_SETTINGS})", "full": f"--full ({_SETTINGS})", "tiny": "--tiny",
-                      "list": "--list", "backend": "--backend (its runs use joblib's processes)",
-                      "scheduler": "--scheduler", "cfl": "--cfl (its CFL runs use the targets' settings)",
+                      "list": "--list", "cfl": "--cfl (its CFL runs use the targets' settings)",
                       "progress": "--progress"}
 # Resident memory of one worker process with torch, the networks and the trial functions imported, before its run's
 # data (measured: 411 MiB peak RSS on the 2-core EPYC, torch 2.13 CPU); a synthetic worker: synth.cost.WORKER_BYTES
@@ -102,10 +111,38 @@ def _check_combination(args, given: dict[str, str]) -> None:
             raise UsageError(f"paper_repro.py: error: {flag.split(' (')[0]} does not apply to --campaign, which would "
                              f"ignore it{' (' + flag.split(' (', 1)[1] if ' (' in flag else ''}")
     if args.campaign == "plan":
-        for dest, flag in (("hours", "--hours"), ("n_jobs", "--n-jobs")):
+        for dest, flag in (("hours", "--hours"), ("n_jobs", "--n-jobs"), ("commit_runs", "--commit-runs")):
             if dest in given:
                 raise UsageError(f"paper_repro.py: error: {flag} applies only to --campaign run (plan times the "
                                  "cells one at a time and starts no run)")
+    _check_dask_campaign(args, given)
+
+
+def _check_dask_campaign(args, given: dict[str, str]) -> None:
+    """The campaign's backend flags: --cpus, --gpus, --scheduler and --commit-runs need --backend dask; with it,
+    --n-jobs and --device do not apply (the workers are --cpus and --gpus, or the cluster's, and a worker's
+    resource chooses its device), --scheduler only with run and without --cpus and --gpus (its workers are the
+    cluster's)."""
+    from synth.cli import UsageError
+
+    if args.backend != "dask":
+        for dest in ("cpus", "gpus", "scheduler", "commit_runs"):
+            if dest in given:
+                raise UsageError(f"paper_repro.py: error: {given[dest]} applies to --campaign only with --backend dask")
+        return
+    for dest, why in (("n_jobs", "its workers are --cpus and --gpus, or those of --scheduler"),
+                      ("device", "a worker's resource chooses the device: GPU workers run on their GPU")):
+        if dest in given:
+            raise UsageError(f"paper_repro.py: error: {given[dest]} does not apply to --campaign with --backend dask "
+                             f"({why})")
+    if "scheduler" in given and args.campaign == "plan":
+        raise UsageError("paper_repro.py: error: --scheduler applies only to --campaign run; the plan prices the mix "
+                         "of --cpus and --gpus")
+    if "scheduler" in given:
+        for dest in ("cpus", "gpus"):
+            if dest in given:
+                raise UsageError(f"paper_repro.py: error: {given[dest]} does not apply with --scheduler (the "
+                                 "cluster's workers run the campaign)")
 
 
 def _workers(n_jobs: int, nets: bool) -> int:
@@ -288,18 +325,72 @@ def _campaign(args, n_jobs: int, argv) -> int:
     # the cell names come from the manifest (milliseconds; collecting the runs takes a minute): a name matching no
     # cell is refused before any work, and before the manifest is rewritten
     campaign.check_cells(only, campaign.known_cells(), "--cells")
-    n_jobs = _workers(n_jobs, nets=True) if args.campaign == "run" else 1
+    dask = args.backend == "dask"
+    cpus, gpus = _mix(args) if dask else (0, 0)
+    n_jobs = _workers(n_jobs, nets=True) if args.campaign == "run" and not dask else 1
     command = "python paper_repro.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     # the campaign runs on the CPU unless --device cuda names a GPU torch sees (auto keeps the CPU's budget and order)
     device = "cuda" if args.device == "cuda" and _device("cuda") == "cuda" else "cpu"
+    def log(message: str) -> None:
+        print(message, flush=True)
+
     if args.campaign == "run":
+        stored = None
+        if args.commit_runs:
+            from figures.campaign_dask import git_commit_run
+
+            def stored(res):
+                git_commit_run(res["path"], log)
         campaign.run_campaign(budget, n_jobs, data_dir=args.data_dir, only=only, hours=hours, command=command,
-                              log=lambda m: print(m, flush=True), device=device)
+                              log=log, device=device, on_stored=stored, backend=args.backend,
+                              scheduler=args.scheduler, cpus=cpus, gpus=gpus)
+    # a Dask plan prices what is measured: it times nothing (a cluster's coordinator need not be the timing machine)
     path, text = campaign.refresh(budget, data_dir=args.data_dir, only=only, command=command,
-                                  measure_missing=device == "cpu", log=lambda m: print(m, flush=True))
+                                  measure_missing=device == "cpu" and not (dask and args.campaign == "plan"), log=log,
+                                  devices=(cpus, gpus) if dask and args.campaign == "plan" else None)
     print(text)
     print(f"manifest: {path}")
     return 0
+
+
+def _count(flag: str, text: str | None, default: int) -> int:
+    from synth.cli import UsageError
+
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise UsageError(f"paper_repro.py: error: {flag} must be a whole number of workers >= 0, got {text!r}")
+    return value
+
+
+def _mix(args) -> tuple[int, int]:
+    """(CPU workers, GPU workers) of --campaign with --backend dask: the plan's mix as given (default: this
+    machine's cores, no GPU); run's local cluster capped at the cores and the memory (as --n-jobs) and refused
+    beyond the CUDA devices torch sees; (0, 0) with --scheduler (the cluster's workers)."""
+    from synth.cli import UsageError
+
+    if args.scheduler is not None:
+        return 0, 0
+    cpus = _count("--cpus", args.cpus, os.cpu_count() or 1)
+    gpus = _count("--gpus", args.gpus, 0)
+    if cpus + gpus == 0:
+        raise UsageError("paper_repro.py: error: --cpus and --gpus are both 0: no worker would run the campaign")
+    if args.campaign == "run":
+        cpus = _workers(cpus, nets=True) if cpus else 0
+        try:
+            import torch
+
+            seen = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        except ImportError:
+            seen = 0
+        if gpus > seen:
+            raise UsageError(f"paper_repro.py: error: --gpus {gpus} is more than the {seen} CUDA device(s) torch sees "
+                             "here; a local cluster has one GPU worker per device")
+    return cpus, gpus
 
 
 def _target_context(ctx, target):
