@@ -81,11 +81,7 @@ def _run(args: argparse.Namespace) -> int:
 
     params = {k: v for k, v in vars(args).items() if k in PARAMS}
     check_algo_flags(params, str(params.get("algo", PARAMS["algo"].default)), algo_flags, "python -m nets run", ALGOS)
-    algo_params = dict(args.algo_params)
-    if len(algo_params) < len(args.algo_params):
-        keys = [k for k, _ in args.algo_params]
-        twice = next(k for k in keys if keys.count(k) > 1)
-        raise ValueError(f"--algo-param {twice}=... is given twice; give each hyper-parameter once")
+    algo_params = _algo_params(args)
     from synth.cost import work_ceiling
 
     try:
@@ -96,6 +92,16 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(diverged_line(exc, params, algo_params)) from None
     print_record(record, args.json)
     return 0
+
+
+def _algo_params(args: argparse.Namespace) -> dict:
+    """The ``--algo-param`` pairs as a dict; a key given twice is refused (the last value would win silently)."""
+    algo_params = dict(args.algo_params)
+    if len(algo_params) < len(args.algo_params):
+        keys = [k for k, _ in args.algo_params]
+        twice = next(k for k in keys if keys.count(k) > 1)
+        raise ValueError(f"--algo-param {twice}=... is given twice; give each hyper-parameter once")
+    return algo_params
 
 
 def diverged_line(exc: FloatingPointError, params: dict, algo_params: dict) -> str:
@@ -138,18 +144,24 @@ def _flower(args: argparse.Namespace) -> int:
 
     if importlib.util.find_spec("flwr") is None or importlib.util.find_spec("ray") is None:
         raise ValueError("python -m nets flower needs Flower's simulation engine: pip install -e \".[nets,flower]\"")
+    from synth.cli import check_algo_flags
     from synth.cost import work_ceiling
 
+    from .algorithms import ALGOS
     from .experiment import PARAMS
     from .flower.server import run
     from .flower.session import Interrupted
 
     params = {k: v for k, v in vars(args).items() if k in PARAMS}
+    # nets run's refusal of another algorithm's flags (over every algorithm, so that e.g. CFL's --eps1 is named)
+    check_algo_flags(params, str(params.get("algo", PARAMS["algo"].default)), algo_flags, "python -m nets flower",
+                     ALGOS)
+    algo_params = _algo_params(args)
     if args.download:
         _download(params)
     try:
         with work_ceiling(args.max_hours):
-            record = run(params, dict(args.algo_params), history=args.history, timeout=args.timeout,
+            record = run(params, algo_params, history=args.history, timeout=args.timeout,
                          actors=args.actors, verbose=args.verbose)
     except Interrupted as exc:
         if exc.signum != signal.SIGTERM:

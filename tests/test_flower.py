@@ -141,9 +141,31 @@ def test_run_config_of_pyproject_is_a_valid_experiment():
     (["--algo", "srfca"], "threshold"),
     (["--algo", "ifca", "--checkpoint", "x.pt"], "not available in a Flower run"),
     (["--algo", "ifca", "--share", "last"], "not available in a Flower run"),
+    (["--algo", "ifca", "--validation", "0.2"], "validation is not available in a Flower run"),
     (["--algo", "ifca", "--timeout", "0"], "timeout must be in (0, inf), got 0.0"),
+    (["--algo", "ifca", "--algo-param", "x=1", "--algo-param", "x=2"], "--algo-param x=... is given twice"),
+    (["--algo", "ifca", "--rounds", "1", "--rounds", "2"], "--rounds given twice"),
 ])
 def test_bad_input_is_one_line_exit_2(argv, expect, capsys):
     code = main(["flower", "--clients", "4", *argv])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and expect in err, err
+
+
+@pytest.mark.parametrize("argv", [
+    ["--algo", "ifca", "--threshold", "1"],  # SR-FCA's
+    ["--algo", "ifca", "--cfl-eps1", "0.1"],  # CFL's (an algorithm without a Flower strategy)
+    ["--algo", "srfca", "--threshold", "1", "--clustering", "agglomerative"],  # CLoVE's
+    ["--algo", "local", "--n-clusters", "2"],  # the clustered algorithms'
+])
+def test_flag_of_another_algorithm_is_refused_as_nets_run_refuses_it(argv, capsys, monkeypatch):
+    """A flag the run's algorithm would ignore: one line naming the flag and its algorithms, nets run's line."""
+    import ray
+
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("Ray was started"))
+    assert main(["run", "--clients", "4", *argv]) == 2
+    want = capsys.readouterr().err
+    assert main(["flower", "--clients", "4", *argv]) == 2
+    got = capsys.readouterr().err
+    assert got.count("\n") == 1 and "is a flag of " in got and "not of --algo" in got, got
+    assert got == want.replace("python -m nets run", "python -m nets flower")

@@ -169,6 +169,8 @@ class FlowerStrategy(Strategy):
                 raise ValueError(f"{key} is not available in a Flower run: {why}")
         if self.p["share"] != "none":
             raise ValueError("share='last' (IFCA weight sharing) is not available in a Flower run")
+        if self.p.get("validation", 0.0) > 0:  # the clients would train on the held-out samples without a word
+            raise ValueError("validation is not available in a Flower run: its clients hold out no validation split")
         self.algo_params = _check_algo_params(self.algo, algo_params)
         from ..experiment import _hyper
 
