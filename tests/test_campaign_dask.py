@@ -319,3 +319,36 @@ def test_the_dask_campaigns_flags_are_refused_where_they_would_be_ignored(argv, 
     assert paper_repro.main(argv) == 2
     err = capsys.readouterr().err
     assert fragment in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_commit_runs_commits_the_stored_file_and_nothing_else(tmp_path):
+    """--commit-runs: the run file alone goes into the commit (another change staged meanwhile stays staged); where
+    git cannot commit it, one log line and the campaign goes on."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+    git("init", "-q")
+    git("config", "user.email", "test@example.org")
+    git("config", "user.name", "test")
+    (repo / "other.txt").write_text("x")
+    git("add", "other.txt")
+    git("commit", "-qm", "base")
+    (repo / "other.txt").write_text("y")
+    git("add", "other.txt")  # someone else's change, staged
+    run = repo / "tiny-a" / "global-0123456789abcdef.json"
+    run.parent.mkdir()
+    run.write_text("{}")
+    lines: list[str] = []
+    assert campaign_dask.git_commit_run(run, lines.append) and lines == []
+    assert git("show", "--name-only", "--format=", "HEAD").split() == ["tiny-a/global-0123456789abcdef.json"]
+    assert git("diff", "--cached", "--name-only").split() == ["other.txt"]
+    outside = tmp_path / "plain" / "global-0123456789abcdef.json"
+    outside.parent.mkdir()
+    outside.write_text("{}")
+    assert not campaign_dask.git_commit_run(outside, lines.append)
+    assert len(lines) == 1 and lines[0].startswith("campaign: global-0123456789abcdef.json stored, not committed")
