@@ -406,9 +406,17 @@ def device_plan(plans: list[campaign.CellPlan], timings: dict, cpus: int, gpus: 
                      f"{at} | {low}**{_duration(m['wall'])}** |")
         sources = Counter(j.source for j in jobs)
         notes.append(f"{label}: prices from " + ", ".join(f"{k} ({n} runs)" for k, n in sorted(sources.items())))
+        guessed = sorted({_cell_name(j.req) for j in jobs if j.source.startswith("GPU: CPU / speed-up")})
+        if guessed and not paper:
+            notes.append("cells with no GPU timing (their runs priced at the CPU price / the speed-up): "
+                         + ", ".join(f"`{c}`" for c in guessed))
         if unpriced:
             notes.append(f"{label}: not priced, left out (the times are lower bounds): " + "; ".join(unpriced))
     return "\n".join(lines + [""] + [f"- {n}" for n in notes])
+
+
+def _cell_name(req: RunRequest) -> str:
+    return f"{req.folder}:{req.point.get('dataset')}:{req.point.get('clients')}"
 
 
 def _duration(seconds: float) -> str:

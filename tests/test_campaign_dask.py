@@ -288,6 +288,8 @@ def test_the_device_plan_prices_each_run_on_its_workers(tmp_path):
     # two CPU workers take two 1-hour runs; the GPU its two 0.5 s runs, then the third hour's run at 18 s
     assert "| minimal tests | 5 | 2.0 | 0.01 | 1.0 h (clove-amazon global, CPU) | **1.0 h** |" in text
     assert "GPU: CPU / speed-up (2 runs)" in text and "CPU: measured (3 runs)" in text
+    assert "cells with no GPU timing (their runs priced at the CPU price / the speed-up): " \
+           "`clove-feature-skew:digits-rotated:20`" in text
     assert campaign.read_timings(root)[campaign_dask.gpu_timing_key(probe)]["device"].startswith("cuda: NVIDIA H100")
     # one CPU worker and no GPU: every run on it
     text = campaign_dask.device_plan([gpu_cell, cpu_cell], timings, cpus=1, gpus=0, root=root)
