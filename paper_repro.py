@@ -56,7 +56,9 @@ def _parser(targets):
                         help="CFL hyper-parameters of every CFL run: eps1, eps2, warmup_rounds, min_split_size, "
                              "linkage (default: Sattler et al.'s reference values; reduced sizes warm up for a "
                              "quarter of the rounds)")
-    parser.add_argument("--progress", action="store_true", help="progress bars on stderr")
+    parser.add_argument("--progress", action="store_true",
+                        help="a progress bar per target on stderr even when it is not a terminal (default: a bar on "
+                             "a terminal, else a line with the elapsed time, trials done and an ETA every 30 s)")
     camp = parser.add_argument_group("paper-scale campaign (figures/measured/campaign.csv; see figures/campaign.py)")
     camp.add_argument("--campaign", default=None, choices=["plan", "run"],
                       help="plan: time every real-data cell not timed yet at the paper's setting and write the "
@@ -227,6 +229,10 @@ def main(argv=None) -> int:
 
 
 def _main(argv) -> int:
+    from figures.progress import StepProgress, closing_summary, cpu_seconds, duration
+
+    # the run's wall and CPU time are counted from here (the targets' imports included)
+    wall_start, cpu_start = time.perf_counter(), cpu_seconds()
     from figures import Context, load_targets
     from synth.cli import UsageError
 
@@ -249,31 +255,34 @@ def _main(argv) -> int:
     elif n_jobs == -1:
         n_jobs = os.cpu_count() or 1
     device = _device(args.device)
+    # the trials' own bars stay off: each target reports its progress as a whole (figures.progress)
     ctx = Context(out=Path(args.out), size=size, n_jobs=n_jobs, backend=args.backend, device=device,
-                  scheduler=args.scheduler, data_dir=args.data_dir, progress=True if args.progress else None,
-                  cfl=cfl)
+                  scheduler=args.scheduler, data_dir=args.data_dir, progress=False, cfl=cfl)
     if args.list:
         for t in targets.values():
             why = t.why_not(ctx)
             print(f"{t.name:24s} {t.paper:14s} {t.description}  [{'pending: ' + why if why else 'ready'}]")
         return 0
     ctx.out.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("CFLAB_QUIET", "" if args.progress else "1")
+    os.environ.setdefault("CFLAB_QUIET", "1")
     # loky retires idle workers between targets and says so; the trials are unaffected (they are resubmitted)
     warnings.filterwarnings("ignore", message="A worker stopped while some jobs were given to the executor")
     failed = []
     start_all = time.perf_counter()
-    for name in names:
+    for i, name in enumerate(names, 1):
         t = targets[name]
         why = t.why_not(ctx)
         if why:
             _write_status(ctx, name, {"status": "pending", "reason": why})
-            print(f"[{name}] pending: {why}", flush=True)
+            print(f"[{name}] ({i}/{len(names)}) pending: {why}", flush=True)
             continue
-        print(f"[{name}] running ({size}) ...", flush=True)
-        start = time.perf_counter()
+        print(f"[{name}] ({i}/{len(names)}) running ({size}) ...", flush=True)
+        start, cpu = time.perf_counter(), cpu_seconds()
         try:
-            section = t.run(_target_context(ctx, t))
+            # elapsed time, trials done and an ETA on stderr: a bar on a terminal (or with --progress), else a
+            # line every 30 s
+            with StepProgress(name, bar=True if args.progress else None):
+                section = t.run(_target_context(ctx, t))
         except Exception as exc:  # one broken target must not lose the others' results
             if isinstance(exc, OSError) and exc.errno in _DISK_ERRORS:
                 raise  # a full or read-only disk fails every later target too: stop with one line (exit 2)
@@ -287,12 +296,26 @@ def _main(argv) -> int:
         secs = time.perf_counter() - start
         write_text_atomic(ctx.folder(name) / f"section-{size}.md", section.markdown)
         _write_status(ctx, name, _done_status(ctx, section, _target_context(ctx, t).size, secs))
-        print(f"[{name}] done in {secs:.1f} s", flush=True)
+        print(f"[{name}] done in {duration(secs)} ({cpu_seconds() - cpu:.1f} CPU s; "
+              f"{duration(time.perf_counter() - start_all)} since the start)", flush=True)
     report = _assemble(ctx, targets, time.perf_counter() - start_all, n_jobs)
-    print(f"report: {report.markdown} and {report.html.name}")
+    _stop_workers()  # so that their CPU time is counted (a finished child's time is known once it is reaped)
+    print(closing_summary(ctx.out, targets, size, time.perf_counter() - wall_start, cpu_seconds() - cpu_start,
+                          report.markdown, report.html, failed), flush=True)
     for st in report.unreadable:  # the report lists them; the exit status says the report is incomplete
         print(f"paper_repro.py: unreadable status, counted nowhere: {st.reason}", file=sys.stderr)
     return 1 if failed or report.unreadable else 0
+
+
+def _stop_workers() -> None:
+    """Shut down joblib's reusable worker processes, if any were started (never starts them)."""
+    try:
+        from joblib.externals.loky import reusable_executor
+    except ImportError:
+        return
+    executor = getattr(reusable_executor, "_executor", None)
+    if executor is not None:
+        executor.shutdown(wait=True)
 
 
 def _hours(flag: str, text: str | None, default: float | None) -> float | None:

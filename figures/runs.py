@@ -26,6 +26,7 @@ from synth.montecarlo import run_trials
 from synth.spec import ExperimentSpec, callable_name
 from synth.store import META_FILE, StoreError, read_meta, read_records, write_text_atomic
 
+from .progress import track_batch
 from .registry import Context
 
 __all__ = ["Summary", "by_point", "paper_stores", "replot", "run_points", "run_spec", "stored_records",
@@ -82,10 +83,12 @@ def _run(ctx: Context, folder: str, trial_fn: Callable, spec: ExperimentSpec, po
     meta = {"kind": PAPER_KIND, "target": folder, "targets": targets, "size": ctx.size, "spec": spec.to_dict(),
             "context": {"device": ctx.device, "data_dir": None if ctx.data_dir is None else str(ctx.data_dir)}}
     try:
-        # the points as given (the spec holds their JSON form, which is what the store compares and keeps)
-        return run_trials(trial_fn, points, trials, seed, store_dir=store, n_jobs=ctx.n_jobs,
-                          backend=ctx.backend, scheduler=ctx.scheduler, resume=True, progress=ctx.progress,
-                          meta=meta, desc=desc or folder)
+        # the points as given (the spec holds their JSON form, which is what the store compares and keeps); the
+        # running paper_repro.py target counts this batch's trials as the store gains them (figures.progress)
+        with track_batch(store, len(points) * trials):
+            return run_trials(trial_fn, points, trials, seed, store_dir=store, n_jobs=ctx.n_jobs,
+                              backend=ctx.backend, scheduler=ctx.scheduler, resume=True, progress=ctx.progress,
+                              meta=meta, desc=desc or folder)
     except StoreError as exc:
         if "different sweep" in str(exc):
             raise StoreError(f"{store} holds trials of a different configuration of {folder!r} (the target's "
