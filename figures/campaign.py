@@ -860,25 +860,40 @@ def execute(req: RunRequest, root: str, data_dir: str | None, command: str, devi
     checkpoint every round under ``root/.checkpoints`` and resume from there, so a kill loses at most one round of
     them; the other algorithms rerun the run (nets checkpoints only IFCA and global).  Returns a short summary for
     the log."""
-    import fcntl
+    path = req.path(Path(root))
+    # another runner (a second `--campaign run`, a Dask coordinator) may be on this run: one process per run
+    lock, why = claim(req, root)
+    if lock is None:
+        return {"run": f"{req.folder}/{path.name}", "skipped": why}
+    try:
+        return _execute(req, root, data_dir, command, path, device)
+    finally:
+        release(lock, path)
 
+
+def claim(req: RunRequest, root: Path | str) -> tuple[int | None, str]:
+    """Take ``req``'s lock file (``<run>.running``, an exclusive ``flock``): (its descriptor, '') or (None, why
+    not: another runner holds it, or the run was stored meanwhile).  :func:`release` gives it back."""
+    import fcntl
 
     path = req.path(Path(root))
     path.parent.mkdir(parents=True, exist_ok=True)
-    # another runner (a second `--campaign run`) may be on this run: one process per run
-    lock = os.open(path.with_suffix(".running"), os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path.with_suffix(".running"), os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        os.close(lock)
-        return {"run": f"{req.folder}/{path.name}", "skipped": "another runner has it"}
-    try:
-        if path.exists():
-            return {"run": f"{req.folder}/{path.name}", "skipped": "stored meanwhile"}
-        return _execute(req, root, data_dir, command, path, device)
-    finally:
-        os.close(lock)
-        path.with_suffix(".running").unlink(missing_ok=True)
+        os.close(fd)
+        return None, "another runner has it"
+    if path.exists():
+        release(fd, path)
+        return None, "stored meanwhile"
+    return fd, ""
+
+
+def release(fd: int, path: Path) -> None:
+    """Give back a run's lock taken by :func:`claim` (``path``: the run's JSON)."""
+    os.close(fd)
+    path.with_suffix(".running").unlink(missing_ok=True)
 
 
 def _execute(req: RunRequest, root: str, data_dir: str | None, command: str, path: Path, device: str) -> dict:

@@ -33,7 +33,6 @@ device), else the CPU price divided by the CPU-to-GPU speed-up measured on the p
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import heapq
 import json
@@ -469,27 +468,6 @@ class _Running:
     path: Path
 
 
-def _claim(req: RunRequest, root: Path) -> tuple[int | None, str]:
-    """Take ``req``'s lock file (:func:`figures.campaign.execute`'s): (its descriptor, '') or (None, why not)."""
-    path = req.path(root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path.with_suffix(".running"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None, "another runner has it"
-    if path.exists():
-        _release(fd, path)
-        return None, "stored meanwhile"
-    return fd, ""
-
-
-def _release(fd: int, path: Path) -> None:
-    os.close(fd)
-    path.with_suffix(".running").unlink(missing_ok=True)
-
-
 def _store(job: _Running, text: str) -> str:
     """Store a worker's run file: checked as the request's run with its digest (:func:`load_run`), then renamed
     into place atomically; '' when stored, else why not."""
@@ -585,7 +563,7 @@ def run_queue(client, gpu_runs: list[RunRequest], cpu_runs: list[RunRequest], ro
     finally:
         for fut, job in running.items():
             fut.cancel()
-            _release(job.lock, job.path)
+            campaign.release(job.lock, job.path)
     return done
 
 
@@ -606,7 +584,7 @@ def _fill(client, queue: _Queue, running: dict, root: Path, data_dir: str | None
             req = queue.next_for(kind, gpu_connected)
             if req is None:
                 break
-            fd, why = _claim(req, root)
+            fd, why = campaign.claim(req, root)
             if fd is None:
                 log(f"campaign: {req.folder}/{req.path(root).name} skipped ({why})")
                 continue
@@ -644,7 +622,7 @@ def _finish(fut, job: _Running, log: Callable[[str], None], on_stored: Callable[
                        "device": "cuda" if job.kind == GPU else "cpu"})
         return 1
     finally:
-        _release(job.lock, job.path)
+        campaign.release(job.lock, job.path)
 
 
 # -- clusters ---------------------------------------------------------------------------------------------------------

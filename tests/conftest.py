@@ -41,3 +41,24 @@ def tiny_out(tmp_path_factory):
     argv = ["--tiny", "--only", f"{TINY_TARGET},{TINY_OTHER}", "--out", str(out), "--n-jobs", "1"]
     assert paper_repro.main(argv) == 0
     return out
+
+
+@pytest.fixture(scope="session")
+def _tiny_store(tmp_path_factory):
+    from synth.cli import main as synth_main
+    from tests.test_faults import TINY_SPEC
+
+    base = tmp_path_factory.mktemp("tiny")
+    (base / "tiny.toml").write_text(TINY_SPEC)
+    assert synth_main(["sweep", str(base / "tiny.toml"), "--out", str(base / "store"), "--quiet"]) == 0
+    return base
+
+
+@pytest.fixture
+def store(_tiny_store, tmp_path):
+    """A fresh copy of a finished 2-point x 2-trial sweep store, and its spec."""
+    import shutil
+
+    shutil.copytree(_tiny_store / "store", tmp_path / "store", ignore=shutil.ignore_patterns(".lock"))
+    shutil.copy(_tiny_store / "tiny.toml", tmp_path / "tiny.toml")
+    return tmp_path / "tiny.toml", tmp_path / "store"

@@ -174,24 +174,6 @@ def test_step_size_must_be_a_number_not_a_bool(fed, value):
 # -- items 8 and 9: stores are regular files, verified on read --------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def _tiny_store(tmp_path_factory):
-    from synth.cli import main as synth_main
-
-    base = tmp_path_factory.mktemp("tiny")
-    (base / "tiny.toml").write_text(TINY_SPEC)
-    assert synth_main(["sweep", str(base / "tiny.toml"), "--out", str(base / "store"), "--quiet"]) == 0
-    return base
-
-
-@pytest.fixture
-def store(_tiny_store, tmp_path):
-    """A fresh copy of a finished 2-point x 2-trial sweep store, and its spec."""
-    import shutil
-
-    shutil.copytree(_tiny_store / "store", tmp_path / "store", ignore=shutil.ignore_patterns(".lock"))
-    shutil.copy(_tiny_store / "tiny.toml", tmp_path / "tiny.toml")
-    return tmp_path / "tiny.toml", tmp_path / "store"
 
 
 def _lines(out: Path) -> list[dict]:

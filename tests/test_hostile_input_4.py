@@ -544,24 +544,10 @@ def test_workers_beyond_the_memory_are_refused_naming_the_numbers(tmp_path, monk
 
 
 
-@pytest.fixture(scope="module")
-def _sealed_store(tmp_path_factory):
-    from synth.cli import main as synth_main
-    from tests.test_faults import TINY_SPEC as spec
-
-    base = tmp_path_factory.mktemp("sealed")
-    (base / "tiny.toml").write_text(spec)
-    assert synth_main(["sweep", str(base / "tiny.toml"), "--out", str(base / "store"), "--quiet"]) == 0
-    return base
-
-
 @pytest.fixture
-def sealed(_sealed_store, tmp_path):
-    import shutil
-
-    shutil.copytree(_sealed_store / "store", tmp_path / "store", ignore=shutil.ignore_patterns(".lock"))
-    shutil.copy(_sealed_store / "tiny.toml", tmp_path / "tiny.toml")
-    return tmp_path / "tiny.toml", tmp_path / "store"
+def sealed(store):
+    """A finished tiny sweep store (conftest's ``store``), whose records carry their digests."""
+    return store
 
 
 def _edit_line(out: Path, line: int, change) -> None:
