@@ -23,7 +23,7 @@ from .compare import Row, build_section, claim_row, write_rows, write_table
 from .published import claim
 from .registry import Context, Section, register
 from .runs import by_point, run_points, summarise_values
-from .style import algo_colour, band, face, marker, new_figure, save, suptitle
+from .style import algo_colour, band, face, marker, new_figure, save, suptitle, wrap
 from .trials import shared_instance_trial
 from .verdicts import equal_claim, level_claim
 
@@ -103,9 +103,16 @@ def plot(s: dict, out: list[dict], folder) -> list[str]:
     fig, axes = new_figure(1, 3, width=4.4, height=4.4)
     for si, sweep in enumerate(TITLES):
         ax = axes[0][si]
+        key = "ari" if sweep == "unknown-k" else "misclustering"
+        flat = _flat(out, sweep, key)
+        if flat is not None:
+            _note(ax, sweep, key, flat, s["trials"])
+            continue
+        if sweep == "init" and _alpha_blind(out):
+            _init_bars(ax, out)
+            continue
         for ai, label in enumerate(ALGOS):
             rs = sorted((r for r in out if r["sweep"] == sweep and r["algorithm"] == label), key=lambda r: r["x"])
-            key = "ari" if sweep == "unknown-k" else "misclustering"
             lo_clip = -1.0 if key == "ari" else 0.0  # t-intervals of bounded metrics, clipped to their range
             # coinciding curves (all three at 0) would hide each other: a small offset per algorithm along x
             xs = sorted({r["x"] for r in out if r["sweep"] == sweep})
@@ -123,7 +130,7 @@ def plot(s: dict, out: list[dict], folder) -> list[str]:
         ax.set_ylabel(f"{TITLES[sweep][1]}\n(mean; 95% band from 3+ trials)", fontsize=9)
         if sweep == "init":
             ax.invert_xaxis()  # worse initialisations to the right
-        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, frameon=False)
+        ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, frameon=False)
     g = s["gen"]
     suptitle(fig, face("Head to head, beyond the papers: SR-FCA vs IFCA vs CLoVE on the same instances (curves "
                        "offset slightly along x so that equal values stay visible)",
@@ -131,6 +138,72 @@ def plot(s: dict, out: list[dict], folder) -> list[str]:
                        f"K = 3 clusters (sweeps 1-2) x {g['clients_per_cluster']} clients, n = {g['n']} samples each, "
                        f"d = {g['d']}, σ = {g['sigma']}, {g['rounds']} rounds", f"{s['trials']} trials per point"))
     return save(fig, folder, "head_to_head")
+
+
+def _flat(out: list[dict], sweep: str, key: str) -> float | None:
+    """The one value every algorithm has at every point of ``sweep`` (None when they differ anywhere): a panel of
+    such a sweep is flat lines that carry no information."""
+    vals = {r[f"{key}_mean"] for r in out if r["sweep"] == sweep}
+    if sweep == "init":  # the panel's random-initialisation reference lines
+        vals |= {r[f"{key}_mean"] for r in out if r["sweep"] == "separation" and r["x"] == D0}
+    vals = {round(v, 12) for v in vals if v == v}
+    return vals.pop() if len(vals) == 1 else None
+
+
+def _alpha_blind(out: list[dict]) -> bool:
+    """Whether every algorithm has the same misclustering at every α of the initialisation sweep: lines against α
+    are then flat, and what the sweep shows is the ball against random initialisations (:func:`_init_bars`)."""
+    return all(len({round(r["misclustering_mean"], 12) for r in out if r["sweep"] == "init" and r["algorithm"] == a})
+               == 1 for a in ALGOS)
+
+
+def _init_bars(ax, out: list[dict]) -> None:
+    """The initialisation sweep where α changes nothing: misclustering at Δ = D0 from random initialisations
+    against from inside IFCA's Assumption 1 ball (every α alike), per method, with 95% t-whiskers from 3+ trials."""
+    alphas = sorted({r["x"] for r in out if r["sweep"] == "init"}, reverse=True)
+    bars = []
+    for label in ALGOS:
+        ball = next(r for r in out if r["sweep"] == "init" and r["algorithm"] == label)
+        rand = next(r for r in out if r["sweep"] == "separation" and r["x"] == D0 and r["algorithm"] == label)
+        if label == "SR-FCA":  # no initialisation: one bar
+            bars.append((f"{label} (no init)", rand, label))
+        else:
+            bars += [(f"{label}, random init", rand, label), (f"{label}, ball init", ball, label)]
+    for i, (name, r, label) in enumerate(bars):
+        ball = "ball" in name
+        ax.barh(i, r["misclustering_mean"], color=algo_colour(label), alpha=0.45 if ball else 0.9,
+                hatch="//" if ball else "", edgecolor=algo_colour(label), height=0.6)
+        if r["trials"] >= 3 and r["misclustering_hi"] == r["misclustering_hi"]:
+            err = ax.errorbar([r["misclustering_mean"]], [i], xerr=[[r["misclustering_mean"] - r["misclustering_lo"]],
+                                                                     [r["misclustering_hi"] - r["misclustering_mean"]]],
+                              fmt="none", ecolor="0.2", capsize=3)
+            err.lines[2][0].set_gid(f"band n={r['trials']}")  # checked by figures.figcheck
+        end = r["misclustering_hi"] if r["trials"] >= 3 and r["misclustering_hi"] == r["misclustering_hi"] else \
+            r["misclustering_mean"]
+        ax.text(end, i, f"  {r['misclustering_mean']:.2f}", va="center", fontsize=8.5)  # beyond its whisker
+    ax.set_yticks(range(len(bars)), [b[0] for b in bars], fontsize=8.5)
+    ax.invert_yaxis()
+    ax.set_xlim(0.0, max(0.1, 1.25 * max(r["misclustering_hi"] if r["misclustering_hi"] == r["misclustering_hi"]
+                                          else r["misclustering_mean"] for _, r, _ in bars)))
+    ax.set_xlabel(f"one-to-one misclustering at Δ = {D0:g}\n(mean; 95% whisker from 3+ trials)")
+    ax.set_title(wrap("initialisation: random, or inside IFCA's Assumption 1 ball of radius (1/2 − α)Δ (the same at "
+                      f"every α in {{{', '.join(f'{a:g}' for a in alphas)}}})", 4.0, 9), fontsize=9)
+
+
+def _note(ax, sweep: str, key: str, value: float, trials: int) -> None:
+    """In place of a panel whose every curve is the same constant: why it is not drawn."""
+    what = {"misclustering": "misclustering", "ari": "ARI"}[key]
+    # a mean at the metric's best value means every trial there has it
+    best = (key, value) in (("misclustering", 0.0), ("ari", 1.0))
+    ax.axis("off")
+    ax.set_title(f"{TITLES[sweep][0]}: not drawn", fontsize=9)
+    ax.text(0.5, 0.5, wrap(f"Every method has {what} {value:g} at every point of this sweep"
+                           + (f", in each of its {trials} trials" if best else " (mean over its trials)")
+                           + (f", as from random initialisations at Δ = {D0:g}" if sweep == "init" else "")
+                           + ": flat lines would carry no information."
+                           + (f" At this size and Δ = {D0:g} every method clusters every client right." if best else "")
+                           + " The values are in the section's table.", 3.6, 9), transform=ax.transAxes,
+            ha="center", va="center", fontsize=9, color="0.25")
 
 
 @register("head-to-head", "beyond papers", "SR-FCA vs IFCA vs CLoVE on identical MLR instances: misclustering vs "

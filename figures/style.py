@@ -206,9 +206,15 @@ def face(what: str, data: str, size: str, seeds: str) -> str:
 
 
 def wrap(text: str, width_in: float, fontsize: float = 9.0) -> str:
-    """``text`` wrapped line by line to ``width_in`` inches of ``fontsize``-point text."""
+    """``text`` wrapped line by line to ``width_in`` inches of ``fontsize``-point text, never inside a mathtext
+    ``$...$`` segment (a line break there would break the maths)."""
+    import re
+
     chars = max(20, int(width_in * 72 / (0.56 * fontsize)))
-    return "\n".join(w for line in text.split("\n") for w in (textwrap.wrap(line, chars) or [""]))
+    keep = "\x00"  # stands for a space inside maths while wrapping
+    text = re.sub(r"\$[^$]*\$", lambda m: m.group(0).replace(" ", keep), text)
+    lines = [w for line in text.split("\n") for w in (textwrap.wrap(line, chars) or [""])]
+    return "\n".join(lines).replace(keep, " ")
 
 
 def suptitle(fig, text: str, fontsize: float = 9.0) -> None:
