@@ -44,7 +44,9 @@ def _draw(fig, dpi: float) -> tuple[object, list[str]]:
 
 
 def _drawn_ticks(axis) -> list:
-    """The tick labels an axis actually draws (within its view, visible, non-empty)."""
+    """The tick labels an axis actually draws (within its view, visible, non-empty; none where the axes are off)."""
+    if not axis.axes.axison or not axis.get_visible():
+        return []
     try:
         ticks = axis._update_ticks()  # the ticks matplotlib draws; not public, stable since 3.1
     except AttributeError:
@@ -72,7 +74,7 @@ def _texts(fig) -> list[tuple[str, object]]:
             continue
         where = f"axes {ai}"
         out += [(f"{where} title", t) for t in (ax.title, ax._left_title, ax._right_title)]
-        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)) if ax.axison else ():
             out.append((f"{where} {name} label", axis.label))
             out += [(f"{where} {name} tick label", t) for t in _drawn_ticks(axis)]
             out.append((f"{where} {name} offset text", axis.offsetText))

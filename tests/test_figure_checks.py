@@ -269,3 +269,66 @@ def test_a_stand_in_named_as_the_real_set_fails():
     assert check_figure(panel(style.stand_in_name("MNIST (rotated)"), digits)) == []
     assert check_figure(panel("the paper's MNIST column", digits)) == []
     assert check_figure(panel("MNIST (rotated)", "rotated MNIST (medium run)")) == []  # the real set was run
+
+
+def test_an_identity_the_exact_value_contradicts_is_titled_by_its_factor():
+    from figures.theory_figs import _verdicts
+
+    rows = [{"direction": "equal", "verdict": "violated", "bound": 10.0 * k, "exact": 2.0 * k, "empirical": math.nan}
+            for k in (1, 2, 3)]
+    assert _verdicts(rows) == "identity fails: stated = 5 × exact"  # SR-FCA Prop. 4.1: off by the factor d = 5
+    upper = [dict(r, direction="upper") for r in rows]
+    assert _verdicts(upper) == "violated"  # a bound the value exceeds is violated
+
+
+def _h2h_rows(init: float, reference: float) -> list[dict]:
+    from figures.head_to_head import ALGOS, D0
+
+    out = []
+    for sweep, xs in (("separation", [0.2, D0]), ("init", [0.45, 0.05]), ("unknown-k", [2, 3])):
+        for x in xs:
+            for a in ALGOS:
+                v = init if sweep == "init" else reference if (sweep, x) == ("separation", D0) else 0.1
+                out.append({"sweep": sweep, "x": x, "algorithm": a, "misclustering_mean": v, "misclustering_lo": v,
+                            "misclustering_hi": v, "ari_mean": 1 - v, "ari_lo": 1 - v, "ari_hi": 1 - v,
+                            "clusters_found_mean": 3, "trials": 6})
+    return out
+
+
+def test_head_to_head_draws_no_flat_initialisation_panel(tmp_path, monkeypatch):
+    import figures.head_to_head as h2h
+
+    seen = {}
+
+    def keep(fig, path, **kw):
+        if str(path).endswith(".png"):
+            seen["axes"], seen["problems"] = fig.axes, check_figure(fig)
+
+    monkeypatch.setattr(style, "save_figure_atomic", keep)
+    s = {"trials": 6, "gen": {"clients_per_cluster": 8, "n": 50, "d": 5, "sigma": 0.5, "rounds": 50}, "size": "quick"}
+    h2h.plot(s, _h2h_rows(init=0.0, reference=0.0), tmp_path)  # 0 everywhere: a note says why, no curve
+    middle = seen["axes"][1]
+    assert not middle.lines and "not drawn" in middle.get_title() and seen["problems"] == []
+    h2h.plot(s, _h2h_rows(init=0.0, reference=0.33), tmp_path)  # alpha changes nothing: random against the ball
+    middle = seen["axes"][1]
+    assert len(middle.patches) == 5 and seen["problems"] == []  # five bars, no line against alpha
+    labels = [t.get_text() for t in middle.get_yticklabels()]
+    assert "IFCA, random init" in labels and "IFCA, ball init" in labels
+
+
+def test_phase_cells_print_no_pm_from_three_trials(tmp_path, monkeypatch):
+    import figures.phase as phase
+
+    texts = {}
+
+    def keep(fig, path, **kw):
+        if str(path).endswith(".png"):
+            texts["cells"] = [t.get_text() for ax in fig.axes for t in ax.texts]
+
+    monkeypatch.setattr(style, "save_figure_atomic", keep)
+    s = {"deltas": [0.5, 1.0], "ns": [15, 30], "trials": 3, "sigma": 0.5, "d": 5, "K": 3, "size": "quick",
+         "gen": {"clients_per_cluster": 8, "rounds": 50}}
+    recs = [[{"status": "ok", "result": {a: {"misclustering_matched": 0.0} for a in phase.ALGOS}}] * 3] * 4
+    phase.plot(s, phase.summarise(s, recs), tmp_path)
+    assert texts["cells"] and not any("±" in t for t in texts["cells"])
+    assert all("3/3 all right" in t for t in texts["cells"])
