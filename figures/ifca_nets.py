@@ -34,12 +34,12 @@ from .netcommon import (
 from .published import claim, lookup
 from .registry import Context, Section, register
 from .style import (
+    algo_colour,
+    drawing,
     face,
     figure_legend,
     integer_ticks,
-    marker,
     new_figure,
-    palette,
     save,
     seed_curves,
     seeds_text,
@@ -253,11 +253,9 @@ def fig4(ctx: Context) -> Section:
     """IFCA journal Fig. 4: accuracy of the cluster identity estimates per round (Table I's IFCA runs)."""
     cols, points, index, groups, rounds, seeds = _runs(ctx)
     folder = ctx.folder("ifca-fig4")
-    fig, axes = new_figure(1, 1, width=6.4, height=4.0)
-    ax = axes[0][0]
-    colours = palette(len(cols))
+    curves = {}  # column -> rounds and per-seed identity accuracy of its IFCA runs (_fig4_figure)
     rows, table = [], []
-    for ci, c in enumerate(cols):
+    for c in cols:
         if "skip" in c:
             rows.append(Row(f"{c['column']}: rounds until every identity is right",
                             claim("IFCA", "rounds-to-identify-cifar").claim, "—", "—", f"not run ({c['skip']})",
@@ -265,10 +263,7 @@ def fig4(ctx: Context) -> Section:
             continue
         recs = groups[index[(c["column"], "ifca")]]
         x, mean, _, _ = mean_curve(recs, "misclustering", transform=lambda a: 1.0 - a, bounds=(0.0, 1.0))
-        data = "rotated MNIST" if ctx.real else "rotated 8x8 digits"
-        xs, A = seed_histories(recs, "misclustering", transform=lambda a: 1.0 - a)
-        seed_curves(ax, xs, A, colours[ci], f"IFCA, {data} (m,n)=({c['m']},{c['n']})", marker(ci), bounds=(0.0, 1.0),
-                    stagger=(ci, len(cols)))
+        curves[c["column"]] = seed_histories(recs, "misclustering", transform=lambda a: 1.0 - a)
         firsts = []
         for r in recs:
             mis = ((r["result"] or {}).get("history") or {}).get("misclustering") or []
@@ -290,17 +285,7 @@ def fig4(ctx: Context) -> Section:
             if verdict == "agrees":
                 verdict = "n/a (every identity found; the paper's 'around 30' has no interval)"
         rows.append(claim_row(f"{c['column']}: rounds until every identity is right", cl, rep, verdict))
-    ax.set_xlabel("communication round")
-    integer_ticks(ax.xaxis)
-    ax.set_ylabel("identity accuracy\n(1 − misclustering)")
-    ax.set_ylim(-0.03, 1.03)
-    data = "rotated MNIST" if ctx.real else "rotated 8x8 digits standing in for MNIST"
-    ran = [c for c in cols if "skip" not in c]
-    suptitle(fig, face("IFCA Fig. 4 reproduced (accuracy of the cluster identities per round)", f"{data} "
-                       f"({ctx.size} run)", _mn(ran) +
-                       f", {rounds} rounds", seeds_text(seeds)))
-    figure_legend(fig, [ax], ncol=2)
-    names = save(fig, folder, "ifca_fig4")
+    names = _fig4_figure(ctx, [c for c in cols if "skip" not in c], curves, rounds, seeds, folder)
     files = [write_table(folder / "identity_accuracy.csv", ["column", "m", "n", "round", "identity_accuracy"], table),
              *names, write_rows(rows, folder / "comparison.csv")]
     intro = ("IFCA journal Fig. 4: accuracy of the cluster identity estimates at the end of each round, from the "
@@ -308,6 +293,30 @@ def fig4(ctx: Context) -> Section:
              "right when its cluster's majority true label is its own); 'every identity right' is the same under "
              f"any matching rule. {_size_note(ctx)}")
     return build_section("IFCA Fig. 4", intro, "ifca-fig4", [(names[0], "identity accuracy per round")], rows, files)
+
+
+def _fig4_figure(ctx: Context, ran: list[dict], curves: dict, rounds: int, seeds: int, folder) -> list[str]:
+    """Fig. 4 as one panel per (m, n) setting (curves of several settings coincide where each reaches 1 within a
+    round or two: side by side they stay apart), each the mean identity accuracy over seeds with their spread."""
+    if not drawing() or not ran:
+        return save(None, folder, "ifca_fig4")
+    fig, axes = new_figure(1, len(ran), width=3.6, height=3.4, sharey=True)
+    for ci, c in enumerate(ran):
+        ax = axes[0][ci]
+        if c["column"] in curves:  # one method: IFCA's colour in every panel, the panels tell the settings apart
+            seed_curves(ax, *curves[c["column"]], algo_colour("IFCA"), "IFCA", "o", bounds=(0.0, 1.0))
+        paper = c["column"].split("(m,n)=")[-1]
+        ax.set_title(f"(m, n) = ({c['m']}, {c['n']})\nthe paper's column (m, n) = {paper}", fontsize=9)
+        ax.set_xlabel("communication round")
+        integer_ticks(ax.xaxis)
+        ax.set_ylim(-0.03, 1.03)
+        if ci == 0:
+            ax.set_ylabel("identity accuracy\n(1 − misclustering)")
+    figure_legend(fig, axes[0], ncol=1, fontsize=8)  # below the panels, where it covers no curve
+    data = "rotated MNIST" if ctx.real else "rotated 8x8 digits standing in for MNIST"
+    suptitle(fig, face("IFCA Fig. 4 reproduced (accuracy of the cluster identities per round, one panel per (m, n))",
+                       f"{data} ({ctx.size} run)", _mn(ran) + f", {rounds} rounds", seeds_text(seeds)))
+    return save(fig, folder, "ifca_fig4")
 
 
 def _femnist_available(ctx: Context) -> str | None:
