@@ -149,7 +149,7 @@ def test_the_coordinator_refuses_a_file_that_is_not_the_runs(tmp_path):
     """A worker's file for another run (or edited on the way) is not stored, and nothing half-written is left."""
     req, other = _request("tiny-x", 0, 0), _request("tiny-x", 0, 0, rounds=3)
     root = tmp_path / "store"
-    fd, why = campaign_dask._claim(req, root)
+    fd, why = campaign.claim(req, root)
     assert why == ""
     job = campaign_dask._Running(req, campaign_dask.CPU, fd, req.path(root))
     from synth.store import with_digest
@@ -160,7 +160,7 @@ def test_the_coordinator_refuses_a_file_that_is_not_the_runs(tmp_path):
     edited = dict(with_digest(good), result={"x": 2})
     assert "digest" in campaign_dask._store(job, json.dumps(edited))
     assert campaign_dask._store(job, json.dumps(with_digest(good))) == ""
-    campaign_dask._release(fd, job.path)
+    campaign.release(fd, job.path)
     assert sorted(p.name for p in req.path(root).parent.iterdir()) == [req.path(root).name]
 
 
