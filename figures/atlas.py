@@ -78,9 +78,14 @@ def _colour(c: dict) -> float:
 def _title(summary: dict) -> str:
     """A panel's title in full (never cut): the result, its statement in mathtext, what the value is and how the
     slack is taken."""
+    import re
+
     from theory.atlas import result_of
 
-    head = f"{summary['label']}: " + statement_label(result_of(summary["result"]), summary["title"])
+    # a slice's fixed parameters in the papers' symbols ("Lemma 1 (n = 200, Δ = 1.0, k = 2)")
+    label = re.sub(r"\b(delta|sigma|alpha)\b", lambda m: {"delta": "Δ", "sigma": "σ", "alpha": "α"}[m.group(1)],
+                   summary["label"])
+    head = f"{label}: " + statement_label(result_of(summary["result"]), summary["title"])
     value = "exact" if summary["source"] == "exact" else f"Monte Carlo, {summary['trials']} trials"
     rel = {"upper": "bound ÷ value", "lower": "value ÷ bound", "equal": "stated ÷ exact"}[summary["direction"]]
     return wrap(head, 4.2, 8.5) + f"\n[{value}; slack = {rel}]"
