@@ -299,16 +299,10 @@ def run_experiment(params: dict[str, Any], *, history: bool = False, batched: bo
     held = None
     if p["validation"] > 0:
         fed, held = fed.hold_out(p["validation"])
-    if p["batch_size"] is not None and p["batch_size"] > fed.X.shape[1]:
-        raise ValueError(f"batch_size must be at most the {fed.X.shape[1]} training samples per client, got "
-                         f"{p['batch_size']} (leave it out for full-batch steps)")
+    truth = fed.clusters
+    k = check_sizes(p, int(fed.X.shape[1]), fed.n_clients, truth)
     model_name = default_model(p["dataset"], p["task"]) if p["model"] == "auto" else p["model"]
     model = fed.model(model_name, device=device, dtype=dtype)
-    truth = fed.clusters
-    K = int(truth.max()) + 1 if truth is not None else None
-    k = p["n_clusters"] or K or 3
-    if k > fed.n_clients:
-        raise ValueError(f"n_clusters must be in [1, {fed.n_clients}] (the number of clients), got {k}")
     shared = _shared_mask(model) if p["share"] == "last" else None
     if shared is not None and p["algo"] != "ifca":
         raise ValueError(f"share='last' is IFCA's weight sharing (Sec. IV-C); got algo {p['algo']!r}")
@@ -509,6 +503,20 @@ def _own_cluster_scores(test, models, truth, machine_clusters) -> dict:
             loss[i], acc[i] = np.sum(lo * w) / w.sum(), np.sum(ac * w) / w.sum()
     mean_acc = float(acc.mean())
     return {"test_loss": float(loss.mean()), "test_accuracy": None if np.isnan(mean_acc) else mean_acc}
+
+
+def check_sizes(p: dict[str, Any], n: int, m: int, truth) -> int:
+    """The checks of a federation of ``m`` clients of ``n`` training samples against the run's parameters ``p``: a
+    minibatch of at most ``n`` samples, at most ``m`` cluster models; returns the cluster models k (``n_clusters``,
+    else the true clusters, else 3).  ``nets run`` and ``nets flower`` (before Ray starts) both call it."""
+    if p["batch_size"] is not None and p["batch_size"] > n:
+        raise ValueError(f"batch_size must be at most the {n} training samples per client, got {p['batch_size']} "
+                         "(leave it out for full-batch steps)")
+    K = int(np.max(truth)) + 1 if truth is not None else None
+    k = p["n_clusters"] or K or 3
+    if k > m:
+        raise ValueError(f"n_clusters must be in [1, {m}] (the number of clients), got {k}")
+    return k
 
 
 def _score(test, res, rule: str, truth) -> dict:

@@ -203,13 +203,13 @@ class FlowerStrategy(Strategy):
         per-sample prices are measured here on the server's copy, which is then dropped).  The time is ``nets
         run``'s, a lower bound for Flower, whose messages cost more (bench/README.md#flower).
         """
-        from ..experiment import _check_work, _federation_that_fits, check_data_size
+        from ..experiment import _check_work, _federation_that_fits, check_data_size, check_sizes
 
         p = self.p
         check_data_size(p)
         data_ss, _, batch_ss = np.random.SeedSequence(p["seed"]).spawn(3)
         fed, _ = _federation_that_fits(p, data_ss, explicit_n=self.params.get("n_per_client") is not None)
-        k = _check_sizes(p, int(fed.X.shape[1]), fed.n_clients, fed.clusters)
+        k = check_sizes(p, int(fed.X.shape[1]), fed.n_clients, fed.clusters)
         device = resolve_device(p["device"])
         model = fed.model(default_model(p["dataset"], p["task"]) if p["model"] == "auto" else p["model"],
                           device=device, dtype=torch.float64 if p["dtype"] == "float64" else torch.float32)
@@ -439,7 +439,7 @@ class FlowerStrategy(Strategy):
 
     # ---------------------------------------------------------------- the run (as nets.experiment.run_experiment)
     def _run(self, facts: dict) -> tuple[np.ndarray, dict]:
-        from ..experiment import _LOCAL_START_ALGOS, _hyper, _separate_local_starts
+        from ..experiment import _LOCAL_START_ALGOS, _hyper, _separate_local_starts, check_sizes
 
         p, algo = self.p, self.algo
         device = resolve_device(p["device"])
@@ -451,7 +451,7 @@ class FlowerStrategy(Strategy):
         stacks = TorchBackend(model, placeholder)  # operations on model stacks only: it holds no client data
         truth = facts["truth"]
         m = int(self.p["clients"])
-        k = _check_sizes(p, int(facts["n_per_client"]), m, truth)
+        k = check_sizes(p, int(facts["n_per_client"]), m, truth)
         if p["local_init"] == "separate" and algo not in _LOCAL_START_ALGOS:
             raise ValueError(f"local_init='separate' applies to {', '.join(_LOCAL_START_ALGOS)} (their local models "
                              f"train once from the start); got algo {algo!r}")
@@ -590,20 +590,6 @@ def _check_algo_params(algo: str, algo_params: dict[str, Any] | None) -> dict[st
         if key not in declared:
             raise ValueError(f"algo {algo!r} has no hyper-parameter {key!r}{did_you_mean(str(key), declared)}")
     return out
-
-
-def _check_sizes(p: dict[str, Any], n: int, m: int, truth) -> int:
-    """``nets run``'s checks of a federation of ``m`` clients of ``n`` training samples: a minibatch of at most
-    ``n`` samples, at most ``m`` cluster models; returns the cluster models k (``n_clusters``, else the true
-    clusters, else 3), as :func:`nets.experiment.run_experiment` does (its messages)."""
-    if p["batch_size"] is not None and p["batch_size"] > n:
-        raise ValueError(f"batch_size must be at most the {n} training samples per client, got {p['batch_size']} "
-                         "(leave it out for full-batch steps)")
-    K = int(np.max(truth)) + 1 if truth is not None else None
-    k = p["n_clusters"] or K or 3
-    if k > m:
-        raise ValueError(f"n_clusters must be in [1, {m}] (the number of clients), got {k}")
-    return k
 
 
 def _clustering_scores(labels, truth) -> dict:
