@@ -332,3 +332,28 @@ def test_phase_cells_print_no_pm_from_three_trials(tmp_path, monkeypatch):
     phase.plot(s, phase.summarise(s, recs), tmp_path)
     assert texts["cells"] and not any("±" in t for t in texts["cells"])
     assert all("3/3 all right" in t for t in texts["cells"])
+
+
+def test_the_committed_fig3_figures_read_cleanly_and_say_paper_scale(tmp_path, monkeypatch):
+    """The paper-scale IFCA Fig. 3(a) store redrawn (figures/measured/README.md): equal cells, a face with the paper's
+    figure, its sizes, 'paper scale' and the trials; the public code's grid name only in small print."""
+    from pathlib import Path
+
+    import synth.report as report
+
+    seen = {}
+
+    def keep(fig, path, **kw):
+        seen[path.name] = (check_figure(fig, dpi=kw.get("dpi", style.SAVE_DPI)), fig._suptitle.get_text(),
+                           fig._supxlabel.get_text())
+
+    monkeypatch.setattr(report, "save_figure_atomic", keep)
+    store = Path(__file__).resolve().parents[1] / "figures" / "measured" / "ifca_fig3a_full_code" / "store"
+    report.build_report(store, tmp_path)
+    assert sorted(seen) == ["curve_0_success_vs_R.png", "phase_0_R_vs_sigma.png"]
+    for name, (problems, face, small) in seen.items():
+        flat = " ".join(face.split())
+        assert problems == [], (name, problems)
+        assert flat.startswith("IFCA Fig. 3(a): success probability; k = 2, m = 100 clients, n = 100")
+        assert "paper scale" in flat and "40 trials per" in flat and "run_p2" not in flat
+        assert "run_p2_r_noise" in small
