@@ -1,5 +1,15 @@
 """cflab's clustered algorithms inside a Flower app, on Flower's simulation engine (``pip install -e ".[flower]"``).
 
+For your own Flower app (any model, any data):
+
+* :mod:`nets.flower.clustered` -- :class:`IFCA`, :class:`SRFCA`, :class:`CLoVE`: Flower strategies built from the
+  algorithms' hyper-parameters, started with ``strategy.start(grid, initial_arrays=ArrayRecord(...))``;
+* :mod:`nets.flower.torch_client` -- ``torch_client_app(model_fn, data_fn)``, a ClientApp for them from any
+  PyTorch ``nn.Module`` and DataLoaders (the client contract: ``docs/flower-contract.md``);
+* :mod:`nets.flower.inline` -- a Grid that runs a ClientApp in-process (tests, timing).
+
+For ``nets flower`` (cflab's data sets and networks, records identical to ``nets run``):
+
 * :mod:`nets.flower.strategies` -- Flower strategies (``flwr.serverapp.strategy.Strategy``) for IFCA, SR-FCA,
   CLoVE, FedAvg (``global``) and Local; each runs the algorithm of :mod:`synth.algorithms` unchanged on a
   :class:`~nets.flower.backend.FederatedBackend`, whose operations on client data are Flower message exchanges.
@@ -13,9 +23,17 @@ clustering every round and the same accuracy up to float rounding), plus ``flowe
 spent waiting for answers, lost clients.
 """
 
-from .backend import ClientsLost, FederatedBackend
-from .server import run, simulate
-from .strategies import (
+import os
+
+# Flower reports usage to its developers unless FLWR_TELEMETRY_ENABLED is "0" (read when flwr is first imported):
+# off unless the user turns it on
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+
+from .arrays import Layout, replicate, split_clusters, stack_clusters  # noqa: E402
+from .backend import ClientsLost, FederatedBackend  # noqa: E402
+from .clustered import IFCA, SRFCA, CLoVE, ClusteredStrategy, RoundFailed  # noqa: E402
+from .server import run, simulate  # noqa: E402
+from .strategies import (  # noqa: E402
     STRATEGIES,
     CLoVEStrategy,
     FlowerStrategy,
@@ -26,5 +44,7 @@ from .strategies import (
     strategy_for,
 )
 
-__all__ = ["STRATEGIES", "CLoVEStrategy", "ClientsLost", "FederatedBackend", "FlowerStrategy", "GlobalStrategy",
-           "IFCAStrategy", "LocalStrategy", "SRFCAStrategy", "run", "simulate", "strategy_for"]
+__all__ = ["IFCA", "SRFCA", "STRATEGIES", "CLoVE", "CLoVEStrategy", "ClientsLost", "ClusteredStrategy",
+           "FederatedBackend", "FlowerStrategy", "GlobalStrategy", "IFCAStrategy", "Layout", "LocalStrategy",
+           "RoundFailed", "SRFCAStrategy", "replicate", "run", "simulate", "split_clusters", "stack_clusters",
+           "strategy_for"]

@@ -11,10 +11,11 @@ Lost clients.  A client that fails (its ClientApp raises) or does not answer wit
 *lost* for that call; :attr:`FederatedBackend.lost` names the lost clients of the last call.  With
 ``on_loss="subsets"`` (IFCA, CLoVE, FedAvg) a call goes on without them: their loss rows are NaN and the
 algorithm drops them from the round's participants (:func:`synth.algorithms.common.answered`: IFCA journal
-Alg. 2's ``M_t``, CLoVE Alg. 1's ``M^(t)``); a client lost after it answered the round's losses counts as
-having sent back the model it was sent (its local steps are lost, the other clients' are averaged with it) and
-its gradient as zero.  With ``on_loss="raise"`` (SR-FCA, Local) a loss raises :class:`ClientsLost`, and the
-strategy runs the algorithm again on the clients that remain (:mod:`nets.flower.strategies`).
+Alg. 2's ``M_t``, CLoVE Alg. 1's ``M^(t)``); a client lost after it answered the round's losses leaves the
+round's aggregate: its cluster's model is the average of the updates that arrived (the model stays where it was
+only when none of its clients' updates did; :meth:`FederatedBackend.combine`), and its gradient counts as zero.
+With ``on_loss="raise"`` (SR-FCA, Local) a loss raises :class:`ClientsLost`, and the strategy runs the algorithm
+again on the clients that remain, reusing the local models it already has (:mod:`nets.flower.strategies`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ __all__ = ["Answers", "ClientsLost", "FederatedBackend"]
 
 ON_LOSS = ("subsets", "raise")
 # operations on model stacks: no client data, computed on the server
-_STACK_OPS = ("combine", "trimmed_mean", "step", "project", "distances", "take", "concat", "to_numpy", "from_numpy",
+_STACK_OPS = ("trimmed_mean", "step", "project", "distances", "take", "concat", "to_numpy", "from_numpy",
               "init_models", "tie_shared")
 
 
@@ -98,6 +99,7 @@ class FederatedBackend:
         self.on_loss = check_choice("on_loss", on_loss, ON_LOSS)
         self.lost: set[int] = set()
         self._round, self._calls = 0, 0
+        self._lost_rows: tuple[torch.Tensor, np.ndarray] | None = None  # the last local_update's output, lost rows
         self._np_dtype = torch.empty(0, dtype=stacks.dtype).numpy().dtype
 
     def __getattr__(self, name: str):
@@ -178,7 +180,7 @@ class FederatedBackend:
 
     def local_update(self, models, labels, steps: int, lr, clients=None, state=None) -> torch.Tensor:
         """Each client runs ``steps`` local steps from ``models[labels[i]]``: ``(c, P)``; a lost client's row is the
-        model it was sent."""
+        model it was sent, which :meth:`combine` leaves out of the average."""
         if state is not None:
             raise ValueError("local_update's state (an optimiser carried across calls) is not offered by Flower "
                              "clients")
@@ -196,7 +198,30 @@ class FederatedBackend:
                         each=[{"lr": float(lr[j]), "position": a} for a, j in enumerate(labels)])
         out = ans.stack(1, self.n_params, M.dtype)[:, 0]
         out[~ans.answered] = M[labels[~ans.answered]]
-        return self._tensor(out)
+        result = self._tensor(out)
+        self._lost_rows = (result, ~ans.answered) if (~ans.answered).any() else None
+        return result
+
+    def combine(self, weights, values) -> torch.Tensor:
+        """``weights.T @ values`` on the server; averaging the output of :meth:`local_update` leaves its lost
+        clients out.
+
+        :func:`synth.algorithms.common.apply_round` averages the clients' updates with column-normalised weights.
+        A lost client's row is the model it was sent, so each column with an update that arrived gets the lost
+        rows' weight 0 and is normalised again over the clients that answered; a column of lost clients only keeps
+        its weights, so its average is the model sent: it stays where it was.
+        """
+        lost = self._lost_rows
+        if lost is not None and values is lost[0]:
+            W = np.array(weights, dtype=np.float64)
+            gone = lost[1]
+            total = W.sum(0)
+            some = (W[~gone] != 0).any(0)  # columns with an update that arrived
+            W[np.ix_(gone, some)] = 0.0
+            kept = W[:, some].sum(0)
+            W[:, some] *= total[some] / np.where(kept != 0, kept, 1.0)
+            weights = W
+        return self._stacks.combine(weights, values)
 
     def local_models(self, method: str = "gd", steps: int = 100, lr: float = 0.1, init=None) -> torch.Tensor:
         """Every client's own model after ``steps`` local steps from the shared start (or from ``init``)."""

@@ -1,0 +1,143 @@
+"""Model state on Flower's wire: ``ArrayRecord`` state_dicts, one per cluster, and their flat vectors on the server.
+
+A clustered strategy keeps ``k`` models of one architecture.  In Flower they travel as ``ArrayRecord``s of the
+model's ``state_dict`` (``ArrayRecord(model.state_dict())``, the arrays under their own names); the ``k`` models
+of a strategy travel together as one record whose keys carry the cluster, ``cluster{j}/{name}``
+(:func:`stack_clusters`, :func:`split_clusters`): the ``arrays`` of ``Strategy.start``, of the ``query.losses``
+message and of ``Result.arrays``.  On the server, the clustering steps of :mod:`synth.algorithms` work on flat
+float64 vectors: :class:`Layout` turns a record into one and back, keeping every array's name, shape and dtype.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+from flwr.app import Array, ArrayRecord
+
+__all__ = ["Layout", "cluster_key", "replicate", "split_clusters", "stack_clusters"]
+
+_KEY = re.compile(r"cluster(\d+)/(.+)", re.S)
+
+
+def cluster_key(j: int, name: str) -> str:
+    """The key of array ``name`` of cluster model ``j`` in a stacked record."""
+    return f"cluster{int(j)}/{name}"
+
+
+def stack_clusters(records: Sequence[ArrayRecord]) -> ArrayRecord:
+    """One ``ArrayRecord`` holding the cluster models ``records`` (keys ``cluster{j}/{name}``)."""
+    out = ArrayRecord()
+    for j, record in enumerate(records):
+        for name, array in record.items():
+            out[cluster_key(j, name)] = array
+    return out
+
+
+def split_clusters(record: ArrayRecord) -> list[ArrayRecord]:
+    """The cluster models of a stacked record, in cluster order; a plain state_dict record is one model.
+
+    ValueError when some keys carry a cluster and others do not, when the clusters are not ``0..k-1``, or when
+    two clusters hold different arrays.
+    """
+    groups: dict[int, ArrayRecord] = {}
+    plain = []
+    for key, array in record.items():
+        found = _KEY.fullmatch(key)
+        if found is None:
+            plain.append(key)
+            continue
+        groups.setdefault(int(found.group(1)), ArrayRecord())[found.group(2)] = array
+    if not groups:
+        return [record] if len(record) else []
+    if plain:
+        raise ValueError(f"arrays mix cluster keys (cluster<j>/<name>) with plain ones ({plain[0]!r}); pass one "
+                         "state_dict record or the records of stack_clusters")
+    if sorted(groups) != list(range(len(groups))):
+        raise ValueError(f"arrays hold clusters {sorted(groups)}; stacked cluster models must be numbered "
+                         f"0..{len(groups) - 1}")
+    names = list(groups[0].keys())
+    for j in range(1, len(groups)):
+        if list(groups[j].keys()) != names:
+            raise ValueError(f"cluster {j}'s arrays differ from cluster 0's: every cluster model must have the "
+                             "same state_dict keys")
+    return [groups[j] for j in range(len(groups))]
+
+
+class Layout:
+    """The order, shapes and dtypes of a model's arrays: record <-> flat float64 vector of ``n_params`` entries.
+
+    Every array of the record takes part (parameters and buffers alike), in the record's order; integer arrays
+    (e.g. BatchNorm's ``num_batches_tracked``) are averaged as floats and rounded back.
+    """
+
+    def __init__(self, record: ArrayRecord):
+        if not len(record):
+            raise ValueError("initial_arrays is empty: pass ArrayRecord(model.state_dict()) (or one record per "
+                             "cluster, stacked with stack_clusters)")
+        self.keys = list(record.keys())
+        arrays = [record[key].numpy() for key in self.keys]
+        self.shapes = [a.shape for a in arrays]
+        self.dtypes = [a.dtype for a in arrays]
+        for key, dtype in zip(self.keys, self.dtypes, strict=True):
+            if not (np.issubdtype(dtype, np.number) or dtype == np.bool_):
+                raise ValueError(f"array {key!r} has dtype {dtype}; a model's arrays must be numeric")
+        self.offsets = np.concatenate([[0], np.cumsum([a.size for a in arrays])]).astype(np.int64)
+        self.n_params = int(self.offsets[-1])
+
+    def flatten(self, record: ArrayRecord) -> np.ndarray:
+        """The record's arrays as one float64 vector; ValueError naming a missing, extra or misshapen array."""
+        if set(record.keys()) != set(self.keys):
+            missing = [k for k in self.keys if k not in record]
+            extra = [k for k in record.keys() if k not in self.keys]
+            what = f"lacks {missing[0]!r}" if missing else f"has an unknown array {extra[0]!r}"
+            raise ValueError(f"a model record {what}: every model must have the arrays of initial_arrays")
+        out = np.empty(self.n_params)
+        for i, key in enumerate(self.keys):
+            a = record[key].numpy()
+            if a.shape != self.shapes[i]:
+                raise ValueError(f"array {key!r} has shape {a.shape}, expected {self.shapes[i]}")
+            out[self.offsets[i]:self.offsets[i + 1]] = a.ravel()
+        return out
+
+    def unflatten(self, vector: np.ndarray) -> ArrayRecord:
+        """The model record of a flat vector, each array in its own shape and dtype."""
+        vector = np.asarray(vector, dtype=np.float64)
+        if vector.shape != (self.n_params,):
+            raise ValueError(f"a model vector must have shape ({self.n_params},), got {vector.shape}")
+        out = ArrayRecord()
+        for i, key in enumerate(self.keys):
+            part = vector[self.offsets[i]:self.offsets[i + 1]].reshape(self.shapes[i])
+            if not np.issubdtype(self.dtypes[i], np.floating):
+                part = np.rint(part)
+            out[key] = Array(np.ascontiguousarray(part.astype(self.dtypes[i])))
+        return out
+
+    def stack(self, records: Sequence[ArrayRecord]) -> np.ndarray:
+        """``(len(records), n_params)``."""
+        return np.stack([self.flatten(r) for r in records]) if len(records) else np.zeros((0, self.n_params))
+
+    def record(self, models: np.ndarray) -> ArrayRecord:
+        """The stacked record of the rows of ``models`` (``(k, n_params)``)."""
+        return stack_clusters([self.unflatten(row) for row in np.asarray(models)])
+
+
+def replicate(record: ArrayRecord, k: int, rng: np.random.Generator) -> list[ArrayRecord]:
+    """``k`` cluster models from one: the record itself, then copies whose floating arrays have their entries
+    permuted, each copy with its own draw of ``rng``.
+
+    For the i.i.d. initialisations of torch's layers (uniform or normal weights and biases) a permutation of a
+    tensor's entries is a fresh draw from the same distribution, so the copies are independent starts of the same
+    scheme without the model's code; constant arrays (zero biases, BatchNorm's ones) stay as they are.
+    """
+    out = [record]
+    for _ in range(1, k):
+        copy = ArrayRecord()
+        for key, array in record.items():
+            a = array.numpy()
+            if np.issubdtype(a.dtype, np.floating) and a.size > 1:
+                a = rng.permutation(a.ravel()).reshape(a.shape)
+            copy[key] = Array(np.ascontiguousarray(a))
+        out.append(copy)
+    return out

@@ -1,0 +1,853 @@
+"""IFCA, SR-FCA and CLoVE as Flower strategies for any model and any ClientApp that keeps the client contract.
+
+A Flower user builds one of these strategies from the algorithm's hyper-parameters and starts it as any Flower
+strategy::
+
+    strategy = IFCA(n_clusters=4, local_steps=10, lr=0.1)
+    result = strategy.start(grid, initial_arrays=ArrayRecord(model.state_dict()), num_rounds=20)
+
+``initial_arrays`` is one model's ``state_dict`` record (the strategy makes the other cluster models from it,
+:func:`~nets.flower.arrays.replicate`) or the ``k`` cluster models stacked by
+:func:`~nets.flower.arrays.stack_clusters`.  Flower's own ``Strategy.start`` runs the rounds: each round
+:meth:`configure_train` -> ``grid.send_and_receive`` -> :meth:`aggregate_train` -> :meth:`configure_evaluate` ->
+:meth:`aggregate_evaluate`; the ``arrays`` passed from round to round are the cluster models, stacked.  What the
+clients must answer (``docs/flower-contract.md``): Flower's ``train`` and ``evaluate`` messages, plus
+``query.losses`` (the losses of the cluster models on the client's training data) and, for SR-FCA,
+``query.gradient``.  :func:`nets.flower.torch_client.torch_client_app` makes such a ClientApp from any PyTorch
+``nn.Module`` and DataLoaders.
+
+Each algorithm exists once, in :mod:`synth.algorithms`; these strategies call its steps on the numbers the
+clients return (flat float64 vectors of the models, :class:`~nets.flower.arrays.Layout`):
+
+* IFCA (IFCA journal Alg. 2, model averaging): :func:`~synth.algorithms.common.group_argmin` (each client's
+  cluster identity: its lowest-loss model), :func:`~synth.algorithms.common.one_hot_runs` and
+  :func:`~synth.algorithms.common.apply_round` (each model the mean of its clients' updates; a model no client
+  chose stays put).  A round asks the losses inside :meth:`configure_train` (the grid is its argument), then
+  sends each client its model to train.
+* CLoVE (Alg. 1, option I): the estimator's own assignment step (``synth.algorithms.clove.CLoVE._assign``: loss
+  vectors, k-means or agglomerative clustering, min-cost matching of client clusters to models; unknown-K mode
+  with its pruning), :func:`~synth.algorithms.common.assignment_weights` (``n_i``-weighted) and ``apply_round``.
+* SR-FCA (Alg. 1-4): round 1 is ONE_SHOT (the clients' local models back, then
+  :func:`~synth.algorithms.srfca.one_shot` on :func:`~synth.algorithms.srfca.client_distances`), each later round
+  one TrimmedMeanGD step (:func:`~synth.algorithms.srfca.trimmed_mean_gd`, one step on the clients' gradients),
+  and the last step of each REFINE ends with :func:`~synth.algorithms.srfca.recluster` and
+  :func:`~synth.algorithms.srfca.merge`: ``1 + n_refine * trmean_steps`` rounds, SR-FCA's communication rounds.
+
+Faults.  A client that fails (its reply is an error) or does not answer within the round's timeout is *lost* for
+that exchange: it leaves the exchange's aggregate (its cluster's model is the mean of the updates that arrived,
+not an average with the model it was sent) and is asked again in the next round.  SR-FCA resumes: a client lost
+in a TrimmedMeanGD step leaves that step's trimmed mean, one lost in RECLUSTER keeps its cluster, one lost in
+ONE_SHOT is asked for its local model again in the next round (``dist="l2"``; with ``dist="cross"`` it stays out:
+its cross losses need every other client).  ``accept_failures=False`` ends the run instead
+(:class:`RoundFailed`).  ``stop()`` ends a run at its next exchange (:class:`RunStopped`).
+
+Every round logs one line (clusters, their sizes, clients answering) and puts its numbers in Flower's ``Result``:
+``train_metrics_clientapp[round]`` (``clusters``, ``cluster-sizes``, ``answered``, ``lost``, ``unassigned``, the
+clients' mean ``train-loss`` and the algorithm's objective) and ``evaluate_metrics_clientapp[round]`` (the
+clients' evaluate metrics, ``num-examples``-weighted, each client scoring its cluster's model).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from logging import INFO, WARNING
+from typing import Any
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Result, Strategy
+from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
+from flwr.supercore import log
+
+from synth.algorithms.clove import CLoVE as _CLoVEEstimator
+from synth.algorithms.common import apply_round, assignment_weights, group_argmin, one_hot_runs
+from synth.algorithms.srfca import (
+    DISTS,
+    client_cluster_distances,
+    client_distances,
+    cluster_distances,
+    merge,
+    one_shot,
+    recluster,
+    trimmed_mean_gd,
+)
+from synth.backend import trimmed_mean
+from synth.theta import pairwise_distances
+from synth.validation import check_choice, check_int, check_random_state, check_real
+
+from .arrays import Layout, replicate, split_clusters
+
+__all__ = ["ARRAYS", "CLoVE", "CONFIG", "ClusteredStrategy", "GRADIENT", "IFCA", "LOSSES", "METRICS", "RoundFailed",
+           "RunStopped", "SRFCA"]
+
+# the client contract (docs/flower-contract.md): message types and the keys of their RecordDicts
+TRAIN = MessageType.TRAIN
+EVALUATE = MessageType.EVALUATE
+LOSSES = f"{MessageType.QUERY}.losses"
+GRADIENT = f"{MessageType.QUERY}.gradient"
+ARRAYS, CONFIG, METRICS = "arrays", "config", "metrics"
+NUM_EXAMPLES = "num-examples"
+# seconds between two looks for answers (Flower's InMemoryGrid polls every 0.1 s; a round trip of a small
+# message takes a few ms, so a finer poll shortens every exchange)
+PULL_SECONDS = 0.005
+
+
+class RoundFailed(RuntimeError):
+    """A client was lost in a run with ``accept_failures=False``."""
+
+
+class RunStopped(RuntimeError):
+    """The strategy was stopped (:meth:`ClusteredStrategy.stop`) during an exchange."""
+
+
+class _StoppableGrid:
+    """The run's grid, whose ``send_and_receive`` polls finely and ends at a :meth:`ClusteredStrategy.stop`."""
+
+    def __init__(self, grid: Grid, stop: threading.Event):
+        self._grid, self._stop = grid, stop
+
+    def __getattr__(self, name: str):
+        return getattr(self._grid, name)
+
+    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> list[Message]:
+        messages = list(messages)
+        if not messages:
+            return []
+        ids = {str(i) for i in self._grid.push_messages(messages)}
+        end = time.monotonic() + (3600.0 if timeout is None else float(timeout))
+        out: list[Message] = []
+        pause = PULL_SECONDS
+        while True:
+            if self._stop.is_set():
+                raise RunStopped("the strategy was stopped")
+            got = list(self._grid.pull_messages(ids))
+            out.extend(got)
+            ids.difference_update(str(m.metadata.reply_to_message_id) for m in got)
+            left = end - time.monotonic()
+            if not ids or left <= 0:
+                return out
+            time.sleep(min(pause, left))
+            pause = min(2 * pause, 0.05) if not got else PULL_SECONDS  # back off while nothing arrives
+
+
+class _Replies:
+    """The :class:`~synth.algorithms.backend.ModelBackend` operations that synth's steps call, on numpy stacks.
+
+    The data operations (``local_update``, ``client_gradients``) return the clients' replies of the round, rows in
+    the order of the clients the step was given; the stack operations are plain numpy (float64).
+    """
+
+    def __init__(self, n_params: int, n_samples=None, updates: np.ndarray | None = None,
+                 gradients: np.ndarray | None = None):
+        self.n_params = int(n_params)
+        self.n_samples = None if n_samples is None else np.asarray(n_samples, dtype=np.float64)
+        self.n_clients = 0 if n_samples is None else len(self.n_samples)
+        self._updates, self._gradients = updates, gradients
+
+    @staticmethod
+    def _rows(stack: np.ndarray, clients) -> np.ndarray:
+        return stack if clients is None else stack[np.asarray(clients, dtype=np.int64)]
+
+    def local_update(self, models, labels, steps, lr, clients=None, state=None) -> np.ndarray:
+        return self._rows(self._updates, clients)
+
+    def client_gradients(self, models, labels, clients=None) -> np.ndarray:
+        return self._rows(self._gradients, clients)
+
+    def losses(self, models, clients=None):
+        raise RuntimeError("losses come from the clients' query.losses replies and are passed in")
+
+    def combine(self, weights, values) -> np.ndarray:
+        return np.asarray(weights, dtype=np.float64).T @ np.asarray(values, dtype=np.float64)
+
+    def step(self, models, direction, lr) -> np.ndarray:
+        lr = np.broadcast_to(np.asarray(lr, dtype=np.float64), (len(models),))
+        return np.asarray(models, dtype=np.float64) - lr[:, None] * direction
+
+    def trimmed_mean(self, values, labels, n_groups: int, beta: float) -> np.ndarray:
+        values, labels = np.asarray(values, dtype=np.float64), np.asarray(labels, dtype=np.int64)
+        out = np.full((n_groups, values.shape[1]), np.nan)
+        for g in range(n_groups):  # loop over clusters, not clients
+            if (labels == g).any():
+                out[g] = trimmed_mean(values[labels == g], beta)
+        return out
+
+    def project(self, models, center, radius):
+        raise RuntimeError("no projection: the strategies run TrimmedMeanGD on W = R^P")
+
+    def distances(self, a, b) -> np.ndarray:
+        return pairwise_distances(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+
+    def take(self, models, index) -> np.ndarray:
+        return np.asarray(models)[np.asarray(index, dtype=np.int64)]
+
+    def concat(self, stacks) -> np.ndarray:
+        return np.concatenate([np.atleast_2d(s) for s in stacks])
+
+    def to_numpy(self, models) -> np.ndarray:
+        return np.asarray(models, dtype=np.float64)
+
+    from_numpy = to_numpy
+
+
+class ClusteredStrategy(Strategy):
+    """What the clustered strategies share: the cluster models, the client contract, faults, metrics.
+
+    Parameters
+    ----------
+    local_steps : local steps a client takes on a ``train`` message (sent as ``config["local-steps"]``).
+    lr : the clients' step size (``config["lr"]``).
+    fraction_train : fraction of the connected nodes asked each round (at least one), drawn from ``seed``.
+    fraction_evaluate : fraction of the assigned nodes asked to evaluate when an evaluation is due.
+    evaluate_every : evaluate every this many rounds (and in the last); 0: no federated evaluation.
+    min_available_nodes : nodes to wait for before the first round (at most ``start_timeout`` seconds).
+    accept_failures : ``True``: a lost client leaves the round (module docstring); ``False``: the run ends with
+        :class:`RoundFailed` at the first lost client.
+    seed : an int, SeedSequence or Generator (the sampling, CLoVE's clustering, the replicated initial models).
+    start_timeout : seconds to wait for ``min_available_nodes``, finite and > 0.
+    """
+
+    algorithm = ""
+
+    def __init__(self, *, local_steps: int = 10, lr: float = 0.1, fraction_train: float = 1.0,
+                 fraction_evaluate: float = 1.0, evaluate_every: int = 1, min_available_nodes: int = 2,
+                 accept_failures: bool = True, seed: Any = 0, start_timeout: float = 60.0):
+        self.local_steps = check_int("local_steps", local_steps, low=0)
+        self.lr = check_real("lr", lr, low=0.0, low_inclusive=False)
+        self.fraction_train = check_real("fraction_train", fraction_train, low=0.0, high=1.0, low_inclusive=False)
+        self.fraction_evaluate = check_real("fraction_evaluate", fraction_evaluate, low=0.0, high=1.0,
+                                            low_inclusive=False)
+        self.evaluate_every = check_int("evaluate_every", evaluate_every, low=0)
+        self.min_available_nodes = check_int("min_available_nodes", min_available_nodes, low=1)
+        if not isinstance(accept_failures, bool):
+            raise TypeError(f"accept_failures must be True or False, got {accept_failures!r}")
+        self.accept_failures = accept_failures
+        self.start_timeout = check_real("start_timeout", start_timeout, low=0.0, low_inclusive=False)
+        if not np.isfinite(self.start_timeout):
+            raise ValueError(f"start_timeout must be a finite number of seconds > 0, got {start_timeout!r}")
+        self._rng = check_random_state(seed)
+        self.layout: Layout | None = None
+        self.models = np.zeros((0, 0))
+        self.labels: dict[int, int] = {}  # node -> its cluster (last assignment)
+        self.partitions: dict[int, int] = {}  # node -> partition-id, where the clients report it
+        self.history: list[dict] = []  # per round: {"round", "labels": {node: cluster}, metrics}
+        self.lost: list[tuple[int, str, int, str]] = []  # (round, message type, node, why)
+        self.num_rounds = 0
+        self.running = False
+        self._stop = threading.Event()
+        self._grid: _StoppableGrid | None = None
+        self._timeout = 3600.0
+        self._asked: dict[str, list[int]] = {}
+        self._round_lost: set[int] = set()
+
+    # ------------------------------------------------------------------ Flower's Strategy API
+    def summary(self) -> None:
+        """Log the algorithm and its settings."""
+        log(INFO, "\t├──> %s: %s", type(self).__name__, self.algorithm)
+        log(INFO, "\t└──> %s", ", ".join(f"{k}={v}" for k, v in self._settings().items()))
+
+    def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int | None = None, timeout: float = 3600,
+              train_config: ConfigRecord | None = None, evaluate_config: ConfigRecord | None = None,
+              evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None) -> Result:
+        """Run the algorithm with Flower's round loop (``Strategy.start``) from ``initial_arrays``.
+
+        ``num_rounds``: IFCA's and CLoVE's T (default 3, Flower's); SR-FCA's is ``1 + n_refine * trmean_steps``
+        (another value is an error).  ``timeout``: seconds an exchange waits for its clients.  Returns Flower's
+        ``Result`` whose ``arrays`` are the final cluster models, stacked; :attr:`labels` is each node's
+        cluster.
+        """
+        self.num_rounds = self._check_rounds(num_rounds)
+        self._timeout = check_real("timeout", timeout, low=0.0, low_inclusive=False)
+        self.models = self._initial_models(initial_arrays)
+        self._grid = _StoppableGrid(grid, self._stop)
+        self._wait_for_nodes()
+        self.running = True
+        try:
+            result = super().start(self._grid, self.layout.record(self.models), self.num_rounds, self._timeout,
+                                   train_config, evaluate_config, evaluate_fn)
+            self._finish()
+        finally:
+            self.running = False
+        result.arrays = self.layout.record(self.models)
+        return result
+
+    def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                           grid: Grid) -> list[Message]:
+        """Flower's ``evaluate`` messages, when due: each sampled node with a cluster gets its cluster's model."""
+        if not self._evaluate_due(server_round) or not len(self.models):
+            self._asked[EVALUATE] = []
+            return []
+        models = split_clusters(arrays) if len(arrays) else []
+        nodes = [n for n in self._nodes() if self.labels.get(n, -1) >= 0 and self.labels[n] < len(models)]
+        nodes = self._sample(nodes, self.fraction_evaluate)
+        config = ConfigRecord({**config, "server-round": server_round})
+        return self._messages(EVALUATE, {n: RecordDict({ARRAYS: models[self.labels[n]], CONFIG: config})
+                                         for n in nodes})
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
+        """The clients' evaluate metrics, ``num-examples``-weighted (Flower's ``aggregate_metricrecords``)."""
+        ok = self._collect(server_round, EVALUATE, replies)
+        if not ok:
+            return None
+        # a client's identity is no metric to average; a reply without num-examples weighs 1
+        contents = [RecordDict({METRICS: MetricRecord({NUM_EXAMPLES: 1, **{
+            k: v for k, v in c[METRICS].items() if k != "partition-id"}})}) for c in ok.values()]
+        out = aggregate_metricrecords(contents, NUM_EXAMPLES)
+        out["evaluated"] = len(ok)
+        log(INFO, "%s round %d: evaluated by %d clients: %s", self.algorithm, server_round, len(ok),
+            ", ".join(f"{k} {v:.4g}" for k, v in out.items() if isinstance(v, float)))
+        return out
+
+    # ------------------------------------------------------------------ stopping
+    def stop(self) -> None:
+        """End the run at its next exchange: ``start`` raises :class:`RunStopped`."""
+        self._stop.set()
+
+    # ------------------------------------------------------------------ subclass hooks
+    def _settings(self) -> dict:
+        return {"local_steps": self.local_steps, "lr": self.lr, "fraction_train": self.fraction_train,
+                "evaluate_every": self.evaluate_every, "accept_failures": self.accept_failures}
+
+    def _check_rounds(self, num_rounds: int | None) -> int:
+        return check_int("num_rounds", 3 if num_rounds is None else num_rounds, low=1)
+
+    def _n_models(self) -> int:
+        raise NotImplementedError
+
+    def _initial_models(self, initial_arrays: ArrayRecord) -> np.ndarray:
+        """``(k, P)``: ``initial_arrays`` as k models (one record is replicated, module docstring)."""
+        if not isinstance(initial_arrays, ArrayRecord):
+            raise TypeError(f"initial_arrays must be an ArrayRecord (e.g. ArrayRecord(model.state_dict())), got "
+                            f"{type(initial_arrays).__name__}")
+        records = split_clusters(initial_arrays)
+        k = self._n_models()
+        if not records:
+            Layout(initial_arrays)  # the error of an empty record
+        self.layout = Layout(records[0])
+        if len(records) == 1 and k > 1:
+            records = replicate(records[0], k, self._rng)
+        if len(records) != k:
+            raise ValueError(f"initial_arrays holds {len(records)} cluster models; {type(self).__name__} needs {k} "
+                             "(or one, replicated)")
+        return self.layout.stack(records)
+
+    def _evaluate_due(self, server_round: int) -> bool:
+        return bool(self.evaluate_every) and (server_round % self.evaluate_every == 0
+                                              or server_round == self.num_rounds)
+
+    def _finish(self) -> None:
+        """After the last round (SR-FCA places its unassigned clients)."""
+
+    # ------------------------------------------------------------------ nodes and messages
+    def _wait_for_nodes(self) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        said = False
+        while len(self._nodes()) < self.min_available_nodes:
+            if self._stop.is_set():
+                raise RunStopped("the strategy was stopped")
+            if not said:
+                log(INFO, "%s: waiting for %d nodes (%d connected)", self.algorithm, self.min_available_nodes,
+                    len(self._nodes()))
+                said = True
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(self._nodes())} nodes connected within {self.start_timeout:g} s; "
+                                   f"{type(self).__name__} waits for min_available_nodes={self.min_available_nodes} "
+                                   f"(a simulation: num-supernodes, e.g. flwr run . --federation-config "
+                                   f"\"num-supernodes={self.min_available_nodes}\")")
+            time.sleep(0.05)
+
+    def _nodes(self) -> list[int]:
+        return sorted(int(n) for n in self._grid.get_node_ids())
+
+    def _sample(self, nodes: list[int], fraction: float) -> list[int]:
+        """A sorted random subset of ``max(1, round(fraction * len(nodes)))`` nodes (all at fraction 1)."""
+        if fraction >= 1.0 or not nodes:
+            return list(nodes)
+        size = max(1, int(round(fraction * len(nodes))))
+        return sorted(int(n) for n in self._rng.choice(nodes, size=size, replace=False))
+
+    def _messages(self, message_type: str, contents: dict[int, RecordDict]) -> list[Message]:
+        """One message per node; the nodes asked are remembered for the aggregation of the replies."""
+        self._asked[message_type] = list(contents)
+        return [Message(content, dst_node_id=int(node), message_type=message_type)
+                for node, content in contents.items()]
+
+    def _collect(self, server_round: int, message_type: str, replies: Iterable[Message],
+                 asked: list[int] | None = None) -> dict[int, RecordDict]:
+        """The valid replies' contents by node; the nodes asked that failed or did not answer are lost."""
+        asked = self._asked.get(message_type, []) if asked is None else asked
+        wanted = set(asked)
+        ok: dict[int, RecordDict] = {}
+        for msg in replies:
+            node = int(msg.metadata.src_node_id)
+            if node not in wanted:
+                continue  # a late answer to an earlier exchange
+            if msg.has_error():
+                self._lose(server_round, message_type, node, f"failed: {' '.join(str(msg.error.reason).split())}")
+                continue
+            if METRICS not in msg.content:
+                self._lose(server_round, message_type, node, f"its reply has no MetricRecord {METRICS!r}")
+                continue
+            ok[node] = msg.content
+            metrics = msg.content[METRICS]
+            if "partition-id" in metrics:
+                self.partitions[node] = int(metrics["partition-id"])
+        for node in asked:
+            if node not in ok and not any(e[0] == server_round and e[1] == message_type and e[2] == node
+                                          for e in self.lost):
+                self._lose(server_round, message_type, node, f"no answer within {self._timeout:g} s")
+        return ok
+
+    def _lose(self, server_round: int, message_type: str, node: int, why: str) -> None:
+        self.lost.append((server_round, message_type, node, why))
+        self._round_lost.add(node)
+        log(WARNING, "%s round %d: node %d lost in %s: %s", self.algorithm, server_round, node, message_type, why)
+        if not self.accept_failures:
+            raise RoundFailed(f"{type(self).__name__} round {server_round}: node {node} lost in {message_type} "
+                              f"({why}); accept_failures=False ends the run")
+
+    def _ask(self, server_round: int, message_type: str, contents: dict[int, RecordDict]) -> dict[int, RecordDict]:
+        """One exchange inside a round (e.g. the losses IFCA needs before it can send the models to train)."""
+        messages = self._messages(message_type, contents)
+        replies = self._grid.send_and_receive(messages, timeout=self._timeout)
+        return self._collect(server_round, message_type, replies)
+
+    def _losses(self, server_round: int, nodes: list[int], arrays: ArrayRecord,
+                width: int) -> tuple[list[int], np.ndarray, np.ndarray]:
+        """``query.losses`` of the stacked ``arrays`` on ``nodes``: the nodes that answered, their ``(c, width)``
+        losses and sample counts."""
+        config = ConfigRecord({"server-round": server_round})
+        ok = self._ask(server_round, LOSSES, {n: RecordDict({ARRAYS: arrays, CONFIG: config}) for n in nodes})
+        got, rows, counts = [], [], []
+        for node in nodes:
+            if node not in ok:
+                continue
+            metrics = ok[node][METRICS]
+            losses = np.asarray(metrics.get("losses", []), dtype=np.float64).ravel()
+            if losses.shape != (width,):
+                self._lose(server_round, LOSSES, node, f"sent {losses.size} losses for {width} models")
+                continue
+            got.append(node)
+            rows.append(losses)
+            counts.append(float(metrics.get(NUM_EXAMPLES, 1)))
+        return got, np.array(rows).reshape(len(got), width), np.array(counts)
+
+    def _train_metrics(self, server_round: int, asked: int, answered: int, extra: dict | None = None,
+                       train_losses: dict[int, tuple[float, float]] | None = None) -> MetricRecord:
+        """The round's clustering in Flower's Result, and its log line."""
+        k = len(self.models)
+        sizes = np.bincount([c for c in self.labels.values() if 0 <= c < k], minlength=k) if k else np.zeros(0)
+        unassigned = sum(1 for c in self.labels.values() if c < 0)
+        out = MetricRecord({"clusters": int((sizes > 0).sum()), "cluster-sizes": [int(s) for s in sizes],
+                            "answered": int(answered), "lost": int(asked - answered),
+                            "unassigned": int(unassigned)})
+        if train_losses:
+            w = np.array([n for _, n in train_losses.values()])
+            loss = np.array([v for v, _ in train_losses.values()])
+            out["train-loss"] = float((w * loss).sum() / max(w.sum(), 1e-300))
+        for key, value in (extra or {}).items():
+            out[key] = value
+        self.history.append({"round": server_round, "labels": dict(self.labels), **{k: v for k, v in out.items()}})
+        log(INFO, "%s round %d: %d clusters, sizes %s; %d of %d clients answered%s", self.algorithm, server_round,
+            out["clusters"], list(out["cluster-sizes"]), answered, asked,
+            "".join(f", {k} {out[k]:.4g}" for k in ("train-loss", *(extra or {})) if k in out
+                    and isinstance(out[k], float)))
+        return out
+
+
+def _train_losses(ok: dict[int, RecordDict]) -> dict[int, tuple[float, float]]:
+    out = {}
+    for node, content in ok.items():
+        metrics = content[METRICS]
+        if "train-loss" in metrics:
+            out[node] = (float(metrics["train-loss"]), float(metrics.get(NUM_EXAMPLES, 1)))
+    return out
+
+
+class _AssignThenTrain(ClusteredStrategy):
+    """IFCA and CLoVE: the losses of every model, the server's assignment, the assigned model trained, averaged."""
+
+    def __init__(self, n_clusters: int, **options):
+        super().__init__(**options)
+        self.n_clusters = check_int("n_clusters", n_clusters, low=1)
+        self._round: dict = {}
+
+    def _n_models(self) -> int:
+        return self.n_clusters
+
+    def _assign(self, losses: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _weights(self, assign: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                        grid: Grid) -> list[Message]:
+        """Ask the sampled nodes for the losses of every cluster model (``query.losses``), assign each node a
+        model by the algorithm's rule, and return Flower's ``train`` message of each node: its model."""
+        self._round_lost = set()
+        records = split_clusters(arrays)
+        self.models = self.layout.stack(records)
+        k = len(records)
+        nodes = self._sample(self._nodes(), self.fraction_train)
+        got, L, _ = self._losses(server_round, nodes, arrays, k)
+        assign = self._assign(L) if len(got) else np.zeros(0, dtype=np.int64)
+        for node in nodes:  # lost clients leave the round (M_t); the others take their new cluster
+            self.labels.pop(node, None)
+        self.labels.update({node: int(j) for node, j in zip(got, assign, strict=True)})
+        objective = float(np.take_along_axis(L, assign[:, None], 1).mean()) if len(got) else float("nan")
+        self._round = {"asked": len(nodes), "nodes": got, "assign": assign, "objective": objective}
+        config = ConfigRecord({**config, "server-round": server_round, "local-steps": self.local_steps,
+                               "lr": self.lr})
+        return self._messages(TRAIN, {node: RecordDict({ARRAYS: records[j], CONFIG: ConfigRecord(
+            {**config, "cluster": int(j)})}) for node, j in zip(got, assign, strict=True)})
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None,
+                                                                                     MetricRecord | None]:
+        """Each cluster model becomes the average of the updates that arrived from its clients; a model none
+        of whose clients answered stays as it was."""
+        r = self._round
+        ok = self._collect(server_round, TRAIN, replies)
+        keep = [a for a, node in enumerate(r["nodes"]) if node in ok]
+        nodes = [r["nodes"][a] for a in keep]
+        assign = r["assign"][keep]
+        if nodes:
+            updates = np.stack([self.layout.flatten(ok[n][ARRAYS]) for n in nodes])
+            counts = np.array([float(ok[n][METRICS].get(NUM_EXAMPLES, 1)) for n in nodes])
+            W = self._weights(assign, counts)
+            self.models = apply_round(_Replies(self.layout.n_params, counts, updates=updates), self.models, W,
+                                      np.ones(len(self.models)), "model", self.local_steps)
+        self._after_round(r)
+        metrics = self._train_metrics(server_round, r["asked"], len(nodes), {"objective": r["objective"]},
+                                      _train_losses(ok))
+        return self.layout.record(self.models), metrics
+
+    def _after_round(self, r: dict) -> None:
+        """After the aggregation (CLoVE's unknown-K pruning)."""
+
+
+class IFCA(_AssignThenTrain):
+    """IFCA (Ghosh et al., IFCA journal Alg. 2, option II: model averaging) for any model and ClientApp.
+
+    Each round every sampled client reports the loss of each of the ``n_clusters`` models on its training data
+    (``query.losses``); the server gives it the model of lowest loss (its cluster identity,
+    :func:`synth.algorithms.common.group_argmin`); the client trains it for ``local_steps`` steps (``train``);
+    each model becomes the plain mean of its clients' models (IFCA's average over ``S_j``,
+    :func:`synth.algorithms.common.apply_round`).  Parameters as :class:`ClusteredStrategy`, plus ``n_clusters``
+    (k).
+    """
+
+    algorithm = "IFCA"
+
+    def _settings(self) -> dict:
+        return {"n_clusters": self.n_clusters, **super()._settings()}
+
+    def _assign(self, losses: np.ndarray) -> np.ndarray:
+        return group_argmin(losses, len(self.models))[:, 0]
+
+    def _weights(self, assign: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        # IFCA's weights: one-hot at the chosen model; apply_round averages each model's clients uniformly
+        return one_hot_runs(assign[:, None], len(self.models))
+
+
+class CLoVE(_AssignThenTrain):
+    """CLoVE (Bhatia et al., Alg. 1, option I: model averaging) for any model and ClientApp.
+
+    Each round every sampled client reports its loss vector (the losses of all models, ``query.losses``); the
+    server clusters the loss vectors and matches client clusters to models (CLoVE's own step, with its options
+    ``sqrt_loss``, ``clustering``, ``matching``, ``kmeans_n_init``); each client trains its model and each model
+    becomes the ``num-examples``-weighted mean of its clients' models.  ``n_clusters=None`` is the unknown-K mode
+    of :class:`synth.algorithms.clove.CLoVE` (``max_clusters`` models, pruned in rounds where every client
+    answered).
+    """
+
+    algorithm = "CLoVE"
+
+    def __init__(self, n_clusters: int | None = 2, *, max_clusters: int = 8, sqrt_loss: bool = False,
+                 clustering: str = "kmeans", matching: bool = True, kmeans_n_init: int = 10, **options):
+        self._estimator = _CLoVEEstimator(n_clusters=n_clusters, max_clusters=max_clusters, sqrt_loss=sqrt_loss,
+                                          clustering=clustering, matching=matching, kmeans_n_init=kmeans_n_init)
+        # the estimator's own checks of these hyper-parameters (a ValueError naming the parameter)
+        self._estimator._validate_params()
+        super().__init__(max_clusters if n_clusters is None else n_clusters, **options)
+        self.unknown_k = n_clusters is None
+
+    def _settings(self) -> dict:
+        est = self._estimator
+        return {"n_clusters": est.n_clusters, "max_clusters": est.max_clusters, "sqrt_loss": est.sqrt_loss,
+                "clustering": est.clustering, "matching": est.matching, **super()._settings()}
+
+    def _assign(self, losses: np.ndarray) -> np.ndarray:
+        assign, k = self._estimator._assign(losses, self._rng)
+        self._round_k = k
+        return assign
+
+    def _weights(self, assign: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        return assignment_weights(assign, len(self.models), counts)  # n_i-weighted within each model
+
+    def _after_round(self, r: dict) -> None:
+        every = len(r["nodes"]) == len(self._nodes()) and not self._round_lost
+        if self.unknown_k and every and len(r["assign"]):
+            used = np.unique(r["assign"])
+            if len(used) < len(self.models):  # the estimator's pruning: models no client cluster was matched to
+                relabel = np.full(len(self.models), -1, dtype=np.int64)
+                relabel[used] = np.arange(len(used))
+                self.models = self.models[used]
+                self.labels = {n: int(relabel[c]) if c >= 0 else -1 for n, c in self.labels.items()}
+
+
+class SRFCA(ClusteredStrategy):
+    """SR-FCA (Vardhan, Ghosh, Mazumdar, Alg. 1-4) for any model and ClientApp.
+
+    Round 1 is ONE_SHOT: every client trains its local model from ``initial_arrays`` (or ``local_start``) for
+    ``local_train_steps`` steps at ``local_step_size`` (``train``); the server joins clients whose local models are
+    within ``threshold`` (``dist="l2"``: Euclidean distance; ``"cross"``: Def. 5.1's cross-cluster loss, from one
+    ``query.losses`` of every local model on every client) and keeps components of at least ``min_size`` clients.
+    Then ``n_refine`` REFINEs of ``trmean_steps`` rounds each: one TrimmedMeanGD step per round (each cluster's
+    model, started from ``initial_arrays``, moves by ``trmean_step_size`` times the coordinatewise
+    ``TrMean_beta`` of its clients' gradients, ``query.gradient``), and the REFINE's last round ends with
+    RECLUSTER (each client to its nearest cluster model) and MERGE (clusters within ``threshold`` joined).  So
+    ``num_rounds`` is ``1 + n_refine * trmean_steps``.  After the last round, clients MERGE left without a
+    cluster go to their nearest final model, as :class:`synth.algorithms.srfca.SRFCA` does.  The number of
+    clusters is found, never given.  ``local_steps``/``lr`` are not used (SR-FCA's own step counts are).
+    """
+
+    algorithm = "SR-FCA"
+
+    def __init__(self, threshold: float, *, min_size: int = 2, beta: float = 0.1, n_refine: int = 2,
+                 local_train_steps: int = 100, local_step_size: float = 0.1, trmean_steps: int = 50,
+                 trmean_step_size: float = 0.1, dist: str = "l2", local_start: ArrayRecord | None = None,
+                 **options):
+        super().__init__(**options)
+        self.threshold = check_real("threshold", threshold, low=0.0, low_inclusive=False)
+        self.min_size = check_int("min_size", min_size, low=1)
+        self.beta = check_real("beta", beta, low=0.0, high=0.5, high_inclusive=False)
+        self.n_refine = check_int("n_refine", n_refine, low=0)
+        self.local_train_steps = check_int("local_train_steps", local_train_steps, low=0)
+        self.local_step_size = check_real("local_step_size", local_step_size, low=0.0, low_inclusive=False)
+        self.trmean_steps = check_int("trmean_steps", trmean_steps, low=1)
+        self.trmean_step_size = check_real("trmean_step_size", trmean_step_size, low=0.0, low_inclusive=False)
+        self.dist = check_choice("dist", dist, DISTS)
+        if local_start is not None and not isinstance(local_start, ArrayRecord):
+            raise TypeError(f"local_start must be an ArrayRecord, got {type(local_start).__name__}")
+        self.local_start = local_start
+        self.status = "ok"
+        self.w0 = np.zeros(0)
+        self.local: dict[int, np.ndarray] = {}  # node -> its local model (ONE_SHOT)
+        self.n_samples: dict[int, float] = {}
+        self.members: list[int] = []  # the nodes of ONE_SHOT's federation
+        self._cross: tuple[list[int], np.ndarray] | None = None  # cross: nodes and f_i(w_j) among them
+        self._pending: dict = {}
+
+    def _settings(self) -> dict:
+        return {"threshold": self.threshold, "min_size": self.min_size, "beta": self.beta,
+                "n_refine": self.n_refine, "local_train_steps": self.local_train_steps,
+                "local_step_size": self.local_step_size, "trmean_steps": self.trmean_steps,
+                "trmean_step_size": self.trmean_step_size, "dist": self.dist,
+                "evaluate_every": self.evaluate_every, "accept_failures": self.accept_failures}
+
+    def _check_rounds(self, num_rounds: int | None) -> int:
+        need = 1 + self.n_refine * self.trmean_steps
+        if num_rounds is not None and check_int("num_rounds", num_rounds, low=1) != need:
+            raise ValueError(f"num_rounds must be 1 + n_refine * trmean_steps = {need} for SR-FCA (ONE_SHOT, then "
+                             f"one round per TrimmedMeanGD step), got {num_rounds}; leave it out")
+        return need
+
+    def _n_models(self) -> int:
+        return 1
+
+    def _initial_models(self, initial_arrays: ArrayRecord) -> np.ndarray:
+        models = super()._initial_models(initial_arrays)
+        self.w0 = models[0]
+        self._start = self.w0 if self.local_start is None else self.layout.flatten(self.local_start)
+        return models
+
+    def _evaluate_due(self, server_round: int) -> bool:
+        """ONE_SHOT's round and the last round of every ``evaluate_every``-th REFINE (where the clustering
+        changes), and the last round."""
+        if not self.evaluate_every or (server_round - 1) % self.trmean_steps:
+            return False
+        return ((server_round - 1) // self.trmean_steps) % self.evaluate_every == 0 or server_round == self.num_rounds
+
+    def _phase(self, server_round: int) -> tuple[int, int]:
+        """(REFINE r, its TrimmedMeanGD step s) of a round after ONE_SHOT."""
+        return (server_round - 2) // self.trmean_steps + 1, (server_round - 2) % self.trmean_steps
+
+    # -------------------------------------------------------------------- rounds
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                        grid: Grid) -> list[Message]:
+        """ONE_SHOT: every node trains its local model (``train``).  Later rounds: each node with a cluster is
+        asked the gradient at its cluster's model (``query.gradient``); with ``dist="l2"`` the nodes whose
+        local model is missing are asked for it again (``train``)."""
+        self._round_lost = set()
+        start = self.layout.unflatten(self._start)
+        local_cfg = ConfigRecord({**config, "server-round": server_round, "local-steps": self.local_train_steps,
+                                  "lr": self.local_step_size})
+        if server_round == 1:
+            self.members = self._nodes()
+            self._pending = {"train": list(self.members), "gradient": []}
+            return self._messages(TRAIN, {n: RecordDict({ARRAYS: start, CONFIG: local_cfg}) for n in self.members})
+        r, s = self._phase(server_round)
+        C = max(self.labels.values(), default=-1) + 1
+        if s == 0:
+            if C == 0:
+                if self.status == "ok":
+                    self.status = (f"no cluster left before REFINE {r} (no component of >= min_size={self.min_size} "
+                                   "clients)")
+                    log(WARNING, "%s: %s", self.algorithm, self.status)
+                self.models = np.zeros((0, self.layout.n_params))
+            else:  # Alg. 3: every cluster's model starts from w_0
+                self.models = np.repeat(self.w0[None], C, axis=0)
+        else:
+            self.models = self.layout.stack(split_clusters(arrays)) if len(arrays) else self.models
+        assigned = [n for n in self.members if self.labels.get(n, -1) >= 0] if C else []
+        missing = [n for n in self.members if n not in self.local] if self.dist == "l2" and C else []
+        records = [self.layout.unflatten(m) for m in self.models]
+        cfg = ConfigRecord({**config, "server-round": server_round})
+        contents = {n: RecordDict({ARRAYS: records[self.labels[n]], CONFIG: cfg}) for n in assigned}
+        self._pending = {"gradient": assigned, "train": missing}
+        messages = self._messages(GRADIENT, contents)
+        messages += self._messages(TRAIN, {n: RecordDict({ARRAYS: start, CONFIG: local_cfg}) for n in missing})
+        self._asked[GRADIENT] = assigned
+        return messages
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None,
+                                                                                     MetricRecord | None]:
+        replies = list(replies)
+        by_type = {GRADIENT: [], TRAIN: []}
+        for msg in replies:
+            by_type.get(msg.metadata.message_type, by_type[TRAIN]).append(msg)
+        locals_ = self._collect(server_round, TRAIN, by_type[TRAIN], self._pending["train"])
+        for node, content in locals_.items():
+            self.local[node] = self.layout.flatten(content[ARRAYS])
+            self.n_samples[node] = float(content[METRICS].get(NUM_EXAMPLES, 1))
+        if server_round == 1:
+            self._one_shot(server_round)
+            asked, answered = len(self.members), len(locals_)
+            extra = {"phase": "one-shot"}
+        else:
+            grads = self._collect(server_round, GRADIENT, by_type[GRADIENT], self._pending["gradient"])
+            self._gradient_step(grads)
+            r, s = self._phase(server_round)
+            if s == self.trmean_steps - 1 and len(self.models):
+                self._recluster_merge(server_round)
+            asked = len(self._pending["gradient"]) + len(self._pending["train"])
+            answered = len(grads) + len(locals_)
+            extra = {"refine": r, "step": s + 1}
+        metrics = self._train_metrics(server_round, asked, answered, {k: v for k, v in extra.items()
+                                                                      if not isinstance(v, str)},
+                                      _train_losses(locals_))
+        return self.layout.record(self.models), metrics
+
+    # ------------------------------------------------------------------- SR-FCA's steps
+    def _one_shot(self, server_round: int) -> None:
+        """ONE_SHOT's graph (Alg. 1) on the local models that arrived; the clusters' models are the
+        ``n_i``-weighted means of their local models."""
+        nodes = [n for n in self.members if n in self.local]
+        L = None
+        if self.dist == "cross" and nodes:
+            local = self.layout.record(np.stack([self.local[n] for n in nodes]))
+            got, L_got, _ = self._losses(server_round, nodes, local, len(nodes))
+            cols = [nodes.index(n) for n in got]
+            nodes, L = got, L_got[:, cols]
+            self._cross = (nodes, L)
+        self.labels = {n: -1 for n in self.members}
+        if len(nodes) < self.min_size or not nodes:
+            self.models = np.zeros((0, self.layout.n_params))
+            return
+        stack = np.stack([self.local[n] for n in nodes])
+        replies = _Replies(self.layout.n_params, [self.n_samples[n] for n in nodes])
+        labels = one_shot(client_distances(replies, stack, self.dist, L), self.threshold, self.min_size)
+        self.labels.update({n: int(c) for n, c in zip(nodes, labels, strict=True)})
+        C = int(labels.max(initial=-1)) + 1
+        self.models = (replies.combine(assignment_weights(labels, C, replies.n_samples), stack) if C
+                       else np.zeros((0, self.layout.n_params)))
+
+    def _gradient_step(self, grads: dict[int, RecordDict]) -> None:
+        """One TrimmedMeanGD step (Alg. 3) on the gradients that arrived; a cluster none of whose clients
+        answered keeps its model for this step."""
+        nodes = [n for n in self._pending["gradient"] if n in grads]
+        if not nodes or not len(self.models):
+            return
+        G = np.stack([self.layout.flatten(grads[n][ARRAYS]) for n in nodes])
+        labels = np.array([self.labels[n] for n in nodes], dtype=np.int64)
+        C = len(self.models)
+        new = trimmed_mean_gd(_Replies(self.layout.n_params, np.ones(len(nodes)), gradients=G), labels, C,
+                              self.beta, 1, self.trmean_step_size, self.models)
+        idle = ~np.isin(np.arange(C), labels)
+        new[idle] = self.models[idle]
+        self.models = new
+
+    def _recluster_merge(self, server_round: int) -> None:
+        """RECLUSTER (Alg. 2) and MERGE (Alg. 4) after a REFINE's TrimmedMeanGD, as SR-FCA's ``_refine``."""
+        if self.dist == "cross":
+            nodes, L_local = self._cross if self._cross is not None else ([], np.zeros((0, 0)))
+        else:
+            nodes, L_local = [n for n in self.members if n in self.local], None
+        if not nodes:
+            return
+        omega, C = self.models, len(self.models)
+        before = np.array([self.labels.get(n, -1) for n in nodes], dtype=np.int64)
+        n_i = [self.n_samples[n] for n in nodes]
+        stack = np.stack([self.local[n] for n in nodes])
+        L_omega, answered = None, np.ones(len(nodes), dtype=bool)
+        if self.dist == "cross":
+            got, rows, _ = self._losses(server_round, nodes, self.layout.record(omega), C)
+            answered = np.isin(nodes, got)
+            L_omega = np.full((len(nodes), C), np.nan)
+            L_omega[answered] = rows
+        replies = _Replies(self.layout.n_params, n_i)
+        D = client_cluster_distances(replies, stack, omega, before, self.dist, L_local,
+                                     None if L_omega is None else np.nan_to_num(L_omega, nan=np.inf))
+        # a client lost in this exchange keeps its cluster of C_{r-1} (whose model omega_c is)
+        reclustered = np.where(answered, recluster(D), before)
+        sizes = np.bincount(reclustered[reclustered >= 0], minlength=C).astype(np.float64)
+        if sizes.sum() < self.min_size:
+            merged_id = np.full(C, -1, dtype=np.int64)
+        else:
+            # MERGE's cluster losses f_c average over the clients that answered
+            ok = answered
+            sub = _Replies(self.layout.n_params, np.asarray(n_i)[ok])
+            merged_id = merge(cluster_distances(sub, omega, reclustered[ok], self.dist,
+                                                None if L_omega is None else L_omega[ok]),
+                              self.threshold, self.min_size, sizes)
+        new = np.where(reclustered >= 0, merged_id[np.maximum(reclustered, 0)], -1)
+        C_new = int(merged_id.max(initial=-1)) + 1
+        if C_new:  # Alg. 4: the merged model is the plain average of its component clusters' models
+            A = np.zeros((C, C_new))
+            keep = merged_id >= 0
+            A[np.flatnonzero(keep), merged_id[keep]] = 1.0
+            self.models = (A / A.sum(0, keepdims=True)).T @ omega
+        else:
+            self.models = np.zeros((0, self.layout.n_params))
+        self.labels.update({n: int(c) for n, c in zip(nodes, new, strict=True)})
+
+    def _finish(self) -> None:
+        """Clients left without a cluster go to their nearest final cluster model (no training), as SR-FCA does."""
+        if not len(self.models):
+            if self.status == "ok":
+                self.status = (f"no cluster of >= min_size={self.min_size} clients (threshold={self.threshold} too "
+                               "small or min_size too large)")
+            return
+        nodes = ((self._cross[0] if self._cross else []) if self.dist == "cross"
+                 else [n for n in self.members if n in self.local])
+        out = [n for n in nodes if self.labels.get(n, -1) < 0]
+        if not out:
+            return
+        stack = np.stack([self.local[n] for n in nodes])
+        labels = np.array([self.labels.get(n, -1) for n in nodes], dtype=np.int64)
+        replies = _Replies(self.layout.n_params, [self.n_samples[n] for n in nodes])
+        L_models = None
+        if self.dist == "cross":
+            got, rows, _ = self._losses(self.num_rounds, nodes, self.layout.record(self.models), len(self.models))
+            L_models = np.full((len(nodes), len(self.models)), np.inf)
+            L_models[np.isin(nodes, got)] = rows
+        D = client_cluster_distances(replies, stack, self.models, labels, self.dist,
+                                     None if self._cross is None else self._cross[1], L_models)
+        final = recluster(D)
+        for a, node in enumerate(nodes):
+            if labels[a] < 0:
+                self.labels[node] = int(final[a])

@@ -1,0 +1,179 @@
+"""A ClientApp for the clustered strategies from any PyTorch model and data (the client contract,
+``docs/flower-contract.md``).
+
+::
+
+    app = torch_client_app(lambda: Net(), load_data)        # load_data(context) -> (train_loader, test_loader)
+
+answers the four messages of :mod:`nets.flower.clustered`:
+
+* ``query.losses``: the mean training loss of every cluster model sent (a stacked ``ArrayRecord``);
+* ``train``: ``config["local-steps"]`` optimiser steps (one minibatch each, cycling through the train loader) at
+  step size ``config["lr"]`` from the model sent; the model back as a state_dict ``ArrayRecord``;
+* ``query.gradient``: the gradient of the mean training loss at the model sent (parameters; buffers get zeros);
+* ``evaluate``: test loss and accuracy of the model sent.
+
+Every reply's ``MetricRecord`` holds ``num-examples`` (the client's training samples; test samples for
+``evaluate``) and, where the node config has one, ``partition-id``.  Each node's loaders are built once per
+process (``data_fn`` is called with the node's ``Context``: ``context.node_config["partition-id"]`` and
+``["num-partitions"]`` say which part of the data it holds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import torch
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from torch import nn
+
+from .arrays import split_clusters
+from .clustered import ARRAYS, CONFIG, METRICS, NUM_EXAMPLES
+
+__all__ = ["torch_client_app"]
+
+Loader = Iterable[tuple[torch.Tensor, torch.Tensor]]
+
+
+def _sgd(params, lr: float) -> torch.optim.Optimizer:
+    return torch.optim.SGD(params, lr=lr)
+
+
+def torch_client_app(model_fn: Callable[[], nn.Module], data_fn: Callable[[Context], tuple[Loader, Loader]], *,
+                     optimizer_fn: Callable[[Any, float], torch.optim.Optimizer] = _sgd,
+                     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = nn.functional.cross_entropy,
+                     local_steps: int = 10, lr: float = 0.1, device: str | torch.device = "cpu") -> ClientApp:
+    """A ``ClientApp`` that keeps the clustered strategies' client contract for ``model_fn()``'s network.
+
+    Parameters
+    ----------
+    model_fn : builds the network (once per process; every message loads the model it carries into it).
+    data_fn : ``data_fn(context) -> (train_loader, test_loader)``, iterables of ``(x, y)`` batches (DataLoaders).
+    optimizer_fn : ``optimizer_fn(parameters, lr)``, a fresh optimiser per ``train`` message (default SGD).
+    loss_fn : ``loss_fn(output, y)``, the mean loss of a batch (default cross-entropy).
+    local_steps, lr : used when a ``train`` message's config has no ``local-steps`` / ``lr``.
+    device : where the network computes.
+    """
+    app = ClientApp()
+    device = torch.device(device)
+    cache: dict[str, Any] = {"model": None, "data": {}}
+
+    def setup(context: Context) -> tuple[nn.Module, Loader, Loader, dict]:
+        if cache["model"] is None:
+            cache["model"] = model_fn().to(device)
+        node = int(context.node_id)
+        if node not in cache["data"]:
+            train, test = data_fn(context)
+            cache["data"][node] = (train, test, _count(train), _count(test))
+        train, test, n_train, n_test = cache["data"][node]
+        ident = {}
+        if "partition-id" in context.node_config:
+            ident["partition-id"] = int(context.node_config["partition-id"])
+        return cache["model"], train, test, {"n-train": n_train, "n-test": n_test, **ident}
+
+    def load(model: nn.Module, record: ArrayRecord) -> nn.Module:
+        model.load_state_dict(record.to_torch_state_dict(), strict=True)
+        return model
+
+    def reply(message: Message, metrics: dict, arrays: ArrayRecord | None = None) -> Message:
+        content = RecordDict({METRICS: MetricRecord(metrics)})
+        if arrays is not None:
+            content[ARRAYS] = arrays
+        return Message(content, reply_to=message)
+
+    def mean_loss(model: nn.Module, loader: Loader) -> tuple[float, float]:
+        """Mean loss and accuracy over a loader (sample-weighted over its batches)."""
+        model.eval()
+        total, correct, n = 0.0, 0.0, 0
+        with torch.no_grad():
+            for x, y in loader:
+                x, y = x.to(device), y.to(device)
+                out = model(x)
+                total += float(loss_fn(out, y)) * len(y)
+                if out.ndim == 2 and y.ndim == 1:
+                    correct += float((out.argmax(1) == y).sum())
+                n += len(y)
+        return total / max(n, 1), correct / max(n, 1)
+
+    @app.query("losses")
+    def losses(message: Message, context: Context) -> Message:
+        """The mean training loss of every cluster model in ``arrays``."""
+        model, train, _, facts = setup(context)
+        out = [mean_loss(load(model, record), train)[0] for record in split_clusters(message.content[ARRAYS])]
+        return reply(message, {"losses": out, NUM_EXAMPLES: facts["n-train"], **_ident(facts)})
+
+    @app.train()
+    def fit(message: Message, context: Context) -> Message:
+        """``local-steps`` optimiser steps from the model sent; the model and the mean loss of the steps back."""
+        model, train, _, facts = setup(context)
+        config = message.content[CONFIG] if CONFIG in message.content else {}
+        steps = int(config.get("local-steps", local_steps))
+        step_size = float(config.get("lr", lr))
+        load(model, message.content[ARRAYS]).train()
+        optimizer = optimizer_fn(model.parameters(), step_size)
+        batches, seen = _cycle(train), 0.0
+        for _ in range(steps):  # one minibatch per local step
+            x, y = next(batches)
+            optimizer.zero_grad()
+            loss = loss_fn(model(x.to(device)), y.to(device))
+            loss.backward()
+            optimizer.step()
+            seen += loss.item()
+        metrics = {NUM_EXAMPLES: facts["n-train"], **_ident(facts)}
+        if steps:
+            metrics["train-loss"] = seen / steps
+        return reply(message, metrics, ArrayRecord(model.state_dict()))
+
+    @app.query("gradient")
+    def gradient(message: Message, context: Context) -> Message:
+        """The gradient of the mean training loss at the model sent, under the model's state_dict keys."""
+        model, train, _, facts = setup(context)
+        load(model, message.content[ARRAYS]).train()
+        model.zero_grad()
+        n, total = facts["n-train"], 0.0
+        for x, y in train:  # the full training set: sum of (batch mean loss * batch size) / n
+            loss = loss_fn(model(x.to(device)), y.to(device)) * (len(y) / n)
+            loss.backward()
+            total += loss.item()
+        params = dict(model.named_parameters())
+        grads = {}
+        for key, value in model.state_dict().items():
+            p = params.get(key)
+            grads[key] = (p.grad.detach().clone() if p is not None and p.grad is not None
+                          else torch.zeros_like(value))
+        return reply(message, {"loss": total, NUM_EXAMPLES: n, **_ident(facts)}, ArrayRecord(grads))
+
+    @app.evaluate()
+    def evaluate(message: Message, context: Context) -> Message:
+        """Test loss and accuracy of the model sent."""
+        model, _, test, facts = setup(context)
+        loss, accuracy = mean_loss(load(model, message.content[ARRAYS]), test)
+        return reply(message, {"eval-loss": loss, "eval-acc": accuracy, NUM_EXAMPLES: facts["n-test"],
+                               **_ident(facts)})
+
+    return app
+
+
+def _ident(facts: dict) -> dict:
+    return {"partition-id": facts["partition-id"]} if "partition-id" in facts else {}
+
+
+def _count(loader: Loader) -> int:
+    """Samples in a loader: its dataset's length, else one pass over it."""
+    dataset = getattr(loader, "dataset", None)
+    if dataset is not None and hasattr(dataset, "__len__"):
+        return len(dataset)
+    return sum(len(y) for _, y in loader)
+
+
+def _cycle(loader: Loader) -> Iterator:
+    """Batches without end: the loader again (reshuffled, for a shuffling DataLoader) when a pass ends."""
+    while True:
+        empty = True
+        for batch in loader:
+            empty = False
+            yield batch
+        if empty:
+            raise ValueError("the train loader yields no batch")

@@ -1,0 +1,408 @@
+"""The public clustered strategies (``nets.flower.clustered``: IFCA, CLoVE, SR-FCA) with a user's own model and
+ClientApp.
+
+The strategies run Flower's own round loop (``Strategy.start``) on :class:`nets.flower.inline.InlineGrid`, which
+hands each message to the ClientApp in this process, as Flower's engine would on an actor (no Ray: seconds, not
+minutes).  Checked: with a user-defined ``nn.Module`` (not cflab's registry), ``initial_arrays`` from its
+``state_dict`` and :func:`nets.flower.torch_client.torch_client_app`, every round's clustering equals ``nets
+run``'s on the registry's equivalent MLP (same data, same initial models); on a numpy ClientApp whose answers are
+known, a lost client leaves the aggregate's value, SR-FCA resumes, ``accept_failures=False`` ends the run, and
+the hyper-parameters and initial arrays are checked.  Skipped without the ``flower`` extra.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")  # before flwr is imported: no usage report from tests
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+pytest.importorskip("flwr")
+torch = pytest.importorskip("torch")
+
+from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
+from flwr.clientapp import ClientApp  # noqa: E402
+from torch import nn  # noqa: E402
+
+from nets.flower.arrays import Layout, split_clusters, stack_clusters  # noqa: E402
+from nets.flower.clustered import (  # noqa: E402
+    GRADIENT,
+    IFCA,
+    LOSSES,
+    SRFCA,
+    TRAIN,
+    CLoVE,
+    RoundFailed,
+    RunStopped,
+)
+from nets.flower.inline import InlineGrid  # noqa: E402
+
+pytestmark = pytest.mark.flower
+
+
+# ------------------------------------------------------------------ a numpy ClientApp with known answers
+def toy_app(targets: dict[int, np.ndarray], counts: dict[int, int] | None = None) -> ClientApp:
+    """Client ``p`` (its partition) has ``f_p(w) = ||w - t_p||^2`` and trains by ``steps`` gradient steps."""
+    app = ClientApp()
+    counts = counts or {}
+
+    def facts(context):
+        p = int(context.node_config["partition-id"])
+        return p, targets[p], counts.get(p, 10)
+
+    def reply(message, metrics, arrays=None):
+        content = RecordDict({"metrics": MetricRecord(metrics)})
+        if arrays is not None:
+            content["arrays"] = arrays
+        return Message(content, reply_to=message)
+
+    @app.query("losses")
+    def losses(message: Message, context: Context) -> Message:
+        p, t, n = facts(context)
+        out = [float(((r["w"].numpy() - t) ** 2).sum()) for r in split_clusters(message.content["arrays"])]
+        return reply(message, {"losses": out, "num-examples": n, "partition-id": p})
+
+    @app.train()
+    def train(message: Message, context: Context) -> Message:
+        p, t, n = facts(context)
+        cfg = message.content["config"]
+        w = toy_update(message.content["arrays"]["w"].numpy(), t, int(cfg["local-steps"]), float(cfg["lr"]))
+        return reply(message, {"num-examples": n, "partition-id": p, "train-loss": float(((w - t) ** 2).sum())},
+                     ArrayRecord({"w": Array(w)}))
+
+    @app.query("gradient")
+    def gradient(message: Message, context: Context) -> Message:
+        p, t, n = facts(context)
+        w = message.content["arrays"]["w"].numpy()
+        return reply(message, {"num-examples": n, "partition-id": p}, ArrayRecord({"w": Array(2.0 * (w - t))}))
+
+    @app.evaluate()
+    def evaluate(message: Message, context: Context) -> Message:
+        p, t, n = facts(context)
+        w = message.content["arrays"]["w"].numpy()
+        return reply(message, {"num-examples": n, "eval-loss": float(((w - t) ** 2).sum())})
+
+    return app
+
+
+def toy_update(w: np.ndarray, t: np.ndarray, steps: int, lr: float) -> np.ndarray:
+    """``steps`` gradient steps on ``||w - t||^2`` from ``w``."""
+    for _ in range(steps):
+        w = w - lr * 2.0 * (w - t)
+    return w
+
+
+def toy_models(*rows) -> ArrayRecord:
+    return stack_clusters([ArrayRecord({"w": Array(np.asarray(r, dtype=np.float64))}) for r in rows])
+
+
+def fails(node: int, message_type: str, rounds=(1,), how: str = "fail"):
+    """A fault: ``node`` fails (or stays silent) on ``message_type`` in ``rounds``."""
+    def fault(message: Message, dst: int):
+        rnd = message.content["config"]["server-round"] if "config" in message.content else None
+        if dst == node and message.metadata.message_type == message_type and rnd in rounds:
+            return how
+        return None
+    return fault
+
+
+TWO_GROUPS = {p: np.array([5.0, 0.0]) if p < 2 else np.array([-5.0, 0.0]) for p in range(4)}
+
+
+# ------------------------------------------------------------------ lost clients leave the aggregate
+@pytest.mark.parametrize("strategy", ["ifca", "clove"])
+@pytest.mark.parametrize("how", ["fail", "drop"])
+def test_lost_client_leaves_the_aggregate(strategy, how):
+    """Nodes 1, 2 (partitions 0, 1) are cluster 0; node 2 is lost in training: cluster 0's model is node 1's
+    update, not its average with the model node 2 was sent."""
+    counts = {0: 10, 1: 30, 2: 10, 3: 30}
+    grid = InlineGrid(toy_app(TWO_GROUPS, counts), 4, fault=fails(2, TRAIN, how=how))
+    cls = IFCA if strategy == "ifca" else CLoVE
+    s = cls(n_clusters=2, local_steps=1, lr=0.25, evaluate_every=0)
+    start = [np.array([1.0, 0.0]), np.array([-1.0, 0.0])]
+    result = s.start(grid, toy_models(*start), num_rounds=1, timeout=0.5)
+    models = Layout(ArrayRecord({"w": Array(np.zeros(2))})).stack(split_clusters(result.arrays))
+    by_part = {s.partitions[n]: c for n, c in s.labels.items()}
+    c0, c1 = by_part[0], by_part[2]
+    assert by_part[1] == c0 and by_part[3] == c1 and c0 != c1
+    survivor = toy_update(start[c0], TWO_GROUPS[0], 1, 0.25)
+    assert np.array_equal(models[c0], survivor)
+    # the other cluster: both updates, weighted as the algorithm weighs (IFCA: equally; CLoVE: by num-examples)
+    u2, u3 = (toy_update(start[c1], TWO_GROUPS[p], 1, 0.25) for p in (2, 3))
+    w2, w3 = (0.5, 0.5) if strategy == "ifca" else (10 / 40, 30 / 40)
+    assert np.allclose(models[c1], w2 * u2 + w3 * u3, rtol=0, atol=1e-12)
+    assert [(rnd, t, n) for rnd, t, n, _ in s.lost] == [(1, TRAIN, 2)]
+    row = result.train_metrics_clientapp[1]
+    assert row["answered"] == 3 and row["lost"] == 1
+
+
+def test_client_lost_before_its_choice_leaves_the_round_and_returns():
+    grid = InlineGrid(toy_app(TWO_GROUPS), 4, fault=fails(3, LOSSES, rounds=(1,)))
+    s = IFCA(n_clusters=2, local_steps=1, lr=0.25, evaluate_every=0)
+    result = s.start(grid, toy_models([1.0, 0.0], [-1.0, 0.0]), num_rounds=2)
+    first, second = (h["labels"] for h in s.history)
+    assert 3 not in first and 3 in second  # out of M_1, back in M_2
+    assert result.train_metrics_clientapp[1]["answered"] == 3
+    assert result.train_metrics_clientapp[2]["answered"] == 4
+
+
+def test_accept_failures_false_ends_the_run_at_the_lost_client():
+    grid = InlineGrid(toy_app(TWO_GROUPS), 4, fault=fails(2, TRAIN))
+    s = IFCA(n_clusters=2, local_steps=1, lr=0.25, accept_failures=False)
+    with pytest.raises(RoundFailed, match=r"round 1: node 2 lost in train .*accept_failures=False"):
+        s.start(grid, toy_models([1.0, 0.0], [-1.0, 0.0]), num_rounds=2)
+
+
+def test_stop_ends_the_run_at_its_next_exchange():
+    s = IFCA(n_clusters=2, local_steps=1, lr=0.25)
+
+    def stop_in_round_2(message, node):
+        if message.content["config"]["server-round"] == 2:
+            s.stop()
+        return None
+
+    grid = InlineGrid(toy_app(TWO_GROUPS), 4, fault=stop_in_round_2)
+    with pytest.raises(RunStopped):
+        s.start(grid, toy_models([1.0, 0.0], [-1.0, 0.0]), num_rounds=5)
+    assert max(h["round"] for h in s.history) == 1 and not s.running
+
+
+# ------------------------------------------------------------------ SR-FCA resumes
+SIX = {0: np.array([5.0, 1.0]), 1: np.array([5.0, 1.2]), 2: np.array([5.0, 0.6]), 3: np.array([-5.0, 1.0]),
+       4: np.array([-5.0, 1.2]), 5: np.array([-5.0, 0.8])}
+SR = {"threshold": 1.0, "trmean_steps": 2, "n_refine": 2, "local_train_steps": 20, "local_step_size": 0.25,
+      "trmean_step_size": 0.25, "beta": 0.0, "evaluate_every": 0}
+
+
+def _sent(grid: InlineGrid, message_type: str) -> list[tuple[int, int]]:
+    return [(int(m.metadata.dst_node_id), int(m.content["config"]["server-round"])) for m in grid.sent
+            if m.metadata.message_type == message_type]
+
+
+def test_srfca_client_lost_in_a_gradient_step_resumes():
+    """Node 3 fails the first TrimmedMeanGD step: that step's cluster model moves by the other clients' gradient
+    alone, no local model is asked again (no restart), and node 3 ends in its group."""
+    grid = InlineGrid(toy_app(SIX), 6, fault=fails(3, GRADIENT, rounds=(2,)))
+    s = SRFCA(**SR)
+    seen = {}
+    s.start(grid, ArrayRecord({"w": Array(np.zeros(2))}),
+            evaluate_fn=lambda rnd, arrays: seen.setdefault(rnd, split_clusters(arrays)) and None)
+    assert sorted(_sent(grid, TRAIN)) == [(n, 1) for n in range(1, 7)]  # ONE_SHOT's local models, once
+    assert [(rnd, t, n) for rnd, t, n, _ in s.lost] == [(2, GRADIENT, 3)]
+    groups = {s.partitions[n]: c for n, c in s.labels.items()}
+    assert groups[0] == groups[1] == groups[2] != groups[3] == groups[4] == groups[5]
+    # round 2's step of node 3's cluster: the mean gradient of nodes 1, 2 (partitions 0, 1; beta = 0) at w_0 = 0
+    c = {s.partitions[n]: j for n, j in s.history[0]["labels"].items()}[0]  # partition 0's ONE_SHOT cluster
+    want = 0.0 - 0.25 * np.mean([2.0 * (0.0 - SIX[p]) for p in (0, 1)], axis=0)
+    assert np.allclose(seen[2][c]["w"].numpy(), want, rtol=0, atol=1e-12)
+    step = s.history[1]
+    assert step["answered"] == 5 and step["lost"] == 1
+    assert s.num_rounds == 1 + 2 * 2 and s.status == "ok"
+
+
+def test_srfca_client_lost_in_one_shot_is_asked_again():
+    grid = InlineGrid(toy_app(SIX), 6, fault=fails(4, TRAIN, rounds=(1,)))
+    s = SRFCA(**SR)
+    s.start(grid, ArrayRecord({"w": Array(np.zeros(2))}))
+    assert (4, 2) in _sent(grid, TRAIN) and len(_sent(grid, TRAIN)) == 7  # only node 4, again, in round 2
+    assert s.history[0]["labels"][4] == -1  # not in ONE_SHOT's graph
+    groups = {s.partitions[n]: c for n, c in s.labels.items()}
+    assert groups[3] == groups[4] == groups[5] != groups[0]  # reclustered into its group at the first REFINE
+
+
+def test_srfca_one_shot_on_known_distances():
+    """Three groups far apart (distance 10), one of a single client (below min_size=2): ONE_SHOT keeps two
+    clusters and leaves the single client unassigned; after the REFINEs it joins its nearest cluster."""
+    targets = {0: [5.0, 0], 1: [5.0, 0], 2: [-5.0, 0], 3: [-5.0, 0], 4: [0.0, 8.0]}
+    grid = InlineGrid(toy_app({p: np.array(t) for p, t in targets.items()}), 5)
+    s = SRFCA(**{**SR, "threshold": 0.5})
+    result = s.start(grid, ArrayRecord({"w": Array(np.zeros(2))}))
+    first = {s.partitions[n]: c for n, c in s.history[0]["labels"].items()}
+    assert first[0] == first[1] != first[2] == first[3] and first[4] == -1
+    assert result.train_metrics_clientapp[1]["clusters"] == 2
+    assert len(split_clusters(result.arrays)) == 2 and all(c >= 0 for c in s.labels.values())
+
+
+# ------------------------------------------------------------------ initial arrays, hyper-parameters, metrics
+def test_one_record_is_replicated_into_distinct_starts():
+    grid = InlineGrid(toy_app(TWO_GROUPS), 4)
+    w = np.arange(6, dtype=np.float64)
+    s = IFCA(n_clusters=3, local_steps=0, lr=0.1, evaluate_every=0, seed=1)
+    s.start(grid, ArrayRecord({"w": Array(w), "b": Array(np.zeros(1))}), num_rounds=1)
+    assert len(s.models) == 3
+    starts = s.layout.stack(split_clusters(grid.sent[0].content["arrays"]))  # the first losses query's models
+    assert np.array_equal(starts[0], np.r_[w, 0.0])
+    for row in starts[1:]:  # a permutation of the same values, and not the record itself
+        assert np.array_equal(np.sort(row[:6]), w) and not np.array_equal(row[:6], w) and row[6] == 0.0
+    assert not np.array_equal(starts[1], starts[2])
+
+
+@pytest.mark.parametrize("make, start, match", [
+    (lambda: IFCA(n_clusters=2), toy_models([0, 0], [1, 1], [2, 2]), "holds 3 cluster models; IFCA needs 2"),
+    (lambda: IFCA(n_clusters=2), ArrayRecord(), "initial_arrays is empty"),
+    (lambda: SRFCA(threshold=1.0), toy_models([0, 0], [1, 1]), "holds 2 cluster models; SRFCA needs 1"),
+])
+def test_initial_arrays_are_checked(make, start, match):
+    with pytest.raises(ValueError, match=match):
+        make().start(InlineGrid(toy_app(TWO_GROUPS), 4), start)
+
+
+def test_srfca_rounds_are_its_own():
+    with pytest.raises(ValueError, match=r"num_rounds must be 1 \+ n_refine \* trmean_steps = 5"):
+        SRFCA(threshold=1.0, n_refine=2, trmean_steps=2).start(InlineGrid(toy_app(TWO_GROUPS), 4),
+                                                               ArrayRecord({"w": Array(np.zeros(2))}), num_rounds=3)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: IFCA(n_clusters=0), "n_clusters"),
+    (lambda: IFCA(n_clusters=2, lr=0.0), "lr"),
+    (lambda: IFCA(n_clusters=2, fraction_train=1.5), "fraction_train"),
+    (lambda: CLoVE(n_clusters=2, clustering="spectral"), "clustering"),
+    (lambda: SRFCA(threshold=-1.0), "threshold"),
+    (lambda: SRFCA(threshold=1.0, beta=0.5), "beta"),
+    (lambda: SRFCA(threshold=1.0, dist="cosine"), "dist"),
+    (lambda: IFCA(n_clusters=2, start_timeout=float("inf")), "start_timeout"),
+])
+def test_bad_hyper_parameters_name_themselves(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_too_few_nodes_is_one_timeout_naming_the_federation():
+    s = IFCA(n_clusters=2, min_available_nodes=5, start_timeout=0.2)
+    with pytest.raises(TimeoutError, match=r"4 nodes connected .*num-supernodes=5"):
+        s.start(InlineGrid(toy_app(TWO_GROUPS), 4), toy_models([1, 0], [-1, 0]))
+
+
+def test_result_holds_each_rounds_clusters_and_evaluation():
+    grid = InlineGrid(toy_app(TWO_GROUPS), 4)
+    result = IFCA(n_clusters=2, local_steps=1, lr=0.25, evaluate_every=2).start(
+        grid, toy_models([1.0, 0.0], [-1.0, 0.0]), num_rounds=3)
+    assert sorted(result.train_metrics_clientapp) == [1, 2, 3]
+    row = result.train_metrics_clientapp[3]
+    assert row["clusters"] == 2 and sorted(row["cluster-sizes"]) == [2, 2] and row["unassigned"] == 0
+    assert sorted(result.evaluate_metrics_clientapp) == [2, 3]  # every 2nd round, and the last
+    assert result.evaluate_metrics_clientapp[3]["evaluated"] == 4
+    assert "partition-id" not in result.evaluate_metrics_clientapp[3]
+    assert len(split_clusters(result.arrays)) == 2
+
+
+# ------------------------------------------------------------------ a user's torch model against nets run
+BASE = {"dataset": "digits-rotated", "clients": 8, "n_per_client": 30, "rounds": 3, "local_steps": 2, "seed": 0,
+        "step_size": 0.3}
+SRFCA_PARAMS = {"threshold": 1.0, "trmean_steps": 5, "local_train_steps": 60}
+
+
+class UserMLP(nn.Module):
+    """A user's network, not cflab's: the architecture of the registry's ``mlp`` (64 -> 200 -> 10)."""
+
+    def __init__(self):
+        super().__init__()
+        self.hidden = nn.Linear(64, 200)
+        self.out = nn.Linear(200, 10)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.hidden(x.flatten(1))))
+
+
+def _record(vector: np.ndarray) -> ArrayRecord:
+    """A flat vector of the registry's MLP (its parameters in order) as UserMLP's state_dict."""
+    model = UserMLP()
+    torch.nn.utils.vector_to_parameters(torch.as_tensor(np.asarray(vector), dtype=torch.float32),
+                                        model.parameters())
+    return ArrayRecord(model.state_dict())
+
+
+def _nets_run(params: dict, monkeypatch) -> tuple[list[np.ndarray], dict]:
+    """``nets run``'s labels at every monitor call, and what it drew: its initial models and the generator after
+    them (IFCA, CLoVE), SR-FCA's w_0 and the local models' common start."""
+    import nets.experiment as experiment
+    import synth.algorithms.clove as clove_mod
+    import synth.algorithms.ifca as ifca_mod
+    import synth.algorithms.srfca as srfca_mod
+    from nets.backend import TorchBackend
+
+    seen, drawn = [], {}
+    metrics = experiment._metrics
+    monkeypatch.setattr(experiment, "_metrics",
+                        lambda labels, truth: (seen.append(np.array(labels)), metrics(labels, truth))[1])
+    for mod in (ifca_mod, clove_mod):
+        def spy(backend, init, n_init, k, rng, _orig=mod.initial_models):
+            out = _orig(backend, init, n_init, k, rng)
+            drawn.update(init=np.array(out), rng=copy.deepcopy(rng))
+            return out
+        monkeypatch.setattr(mod, "initial_models", spy)
+    validate = srfca_mod.SRFCA._validate
+
+    def w0(self, backend):
+        v = validate(self, backend)
+        drawn["w0"] = np.array(v["w0"])
+        return v
+
+    monkeypatch.setattr(srfca_mod.SRFCA, "_validate", w0)
+    local_models = TorchBackend.local_models
+
+    def local(self, method="gd", steps=100, lr=0.1, init=None):
+        drawn["local_start"] = self.model.init(self.seed).detach().cpu().numpy()
+        return local_models(self, method, steps, lr, init)
+
+    monkeypatch.setattr(TorchBackend, "local_models", local)
+    experiment.run_experiment(params)
+    monkeypatch.undo()
+    return seen, drawn
+
+
+@pytest.fixture(scope="module")
+def user_app():
+    """A user's ClientApp: UserMLP and DataLoaders over nets run's partitions of digits-rotated."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    import nets.experiment as experiment
+    from nets.flower.torch_client import torch_client_app
+
+    p = experiment.validate_params({**BASE, "algo": "ifca"})
+    data_ss, _, _ = np.random.SeedSequence(p["seed"]).spawn(3)
+    fed, _ = experiment._federation_that_fits(p, data_ss, explicit_n=True)
+
+    def data(context):
+        i = int(context.node_config["partition-id"])
+        n, nt = int(fed.n_samples[i]), int(fed.n_test[i])
+        train = TensorDataset(torch.as_tensor(fed.X[i][:n]), torch.as_tensor(fed.y[i][:n]))
+        test = TensorDataset(torch.as_tensor(fed.X_test[i][:nt]), torch.as_tensor(fed.y_test[i][:nt]))
+        return DataLoader(train, batch_size=n), DataLoader(test, batch_size=nt)  # full batch: nets run's steps
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield torch_client_app(UserMLP, data)
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("algo", ["ifca", "clove", "srfca"])
+def test_user_model_clusters_as_nets_run_every_round(algo, user_app, monkeypatch):
+    params = {**BASE, "algo": algo, **(SRFCA_PARAMS if algo == "srfca" else {})}
+    want, drawn = _nets_run(params, monkeypatch)
+    grid = InlineGrid(user_app, BASE["clients"])
+    if algo == "srfca":
+        s = SRFCA(threshold=1.0, trmean_steps=5, local_train_steps=60, local_step_size=0.3, trmean_step_size=0.3,
+                  dist="cross", evaluate_every=0, local_start=_record(drawn["local_start"]))
+        s.start(grid, _record(drawn["w0"]))
+        decided = [1 + r * 5 for r in range(3)]  # ONE_SHOT and the end of each REFINE: C_0, C_1, C_2
+    else:
+        cls = IFCA if algo == "ifca" else CLoVE
+        s = cls(n_clusters=4, local_steps=2, lr=0.3, seed=drawn["rng"], evaluate_every=0)
+        s.start(grid, stack_clusters([_record(v) for v in drawn["init"][0]]), num_rounds=3)
+        decided = [1, 2, 3]
+    got = []
+    for row in s.history:
+        if row["round"] in decided:
+            labels = np.full(BASE["clients"], -1)
+            for node, c in row["labels"].items():
+                labels[s.partitions[node]] = c
+            got.append(labels)
+    assert len(got) == len(want) == 3
+    for t, (a, b) in enumerate(zip(got, want, strict=True)):
+        assert np.array_equal(a, b), f"round {decided[t]}: flower {a.tolist()} != nets run {b.tolist()}"
+    assert len({c for c in want[-1] if c >= 0}) >= 2  # a clustering, not one blob
