@@ -229,7 +229,7 @@ def main(argv=None) -> int:
 
 
 def _main(argv) -> int:
-    from figures.progress import StepProgress, closing_summary, cpu_seconds, duration
+    from figures.progress import closing_summary, cpu_seconds
 
     # the run's wall and CPU time are counted from here (the targets' imports included)
     wall_start, cpu_start = time.perf_counter(), cpu_seconds()
@@ -267,37 +267,16 @@ def _main(argv) -> int:
     os.environ.setdefault("CFLAB_QUIET", "1")
     # loky retires idle workers between targets and says so; the trials are unaffected (they are resubmitted)
     warnings.filterwarnings("ignore", message="A worker stopped while some jobs were given to the executor")
-    failed = []
     start_all = time.perf_counter()
+    runnable = []
     for i, name in enumerate(names, 1):
-        t = targets[name]
-        why = t.why_not(ctx)
+        why = targets[name].why_not(ctx)
         if why:
             _write_status(ctx, name, {"status": "pending", "reason": why})
             print(f"[{name}] ({i}/{len(names)}) pending: {why}", flush=True)
-            continue
-        print(f"[{name}] ({i}/{len(names)}) running ({size}) ...", flush=True)
-        start, cpu = time.perf_counter(), cpu_seconds()
-        try:
-            # elapsed time, trials done and an ETA on stderr: a bar on a terminal (or with --progress), else a
-            # line every 30 s
-            with StepProgress(name, bar=True if args.progress else None):
-                section = t.run(_target_context(ctx, t))
-        except Exception as exc:  # one broken target must not lose the others' results
-            if isinstance(exc, OSError) and exc.errno in _DISK_ERRORS:
-                raise  # a full or read-only disk fails every later target too: stop with one line (exit 2)
-            secs = time.perf_counter() - start
-            tb = traceback.format_exc()
-            _write_status(ctx, name, {"status": "failed", "reason": f"{type(exc).__name__}: {exc}",
-                                      "seconds": secs, "traceback": tb})
-            print(f"[{name}] FAILED after {secs:.1f} s: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-            failed.append(name)
-            continue
-        secs = time.perf_counter() - start
-        write_text_atomic(ctx.folder(name) / f"section-{size}.md", section.markdown)
-        _write_status(ctx, name, _done_status(ctx, section, _target_context(ctx, t).size, secs))
-        print(f"[{name}] done in {duration(secs)} ({cpu_seconds() - cpu:.1f} CPU s; "
-              f"{duration(time.perf_counter() - start_all)} since the start)", flush=True)
+        else:
+            runnable.append((i, name))
+    failed = _run_targets(ctx, runnable, len(names), args.progress)
     report = _assemble(ctx, targets, time.perf_counter() - start_all, n_jobs)
     _stop_workers()  # so that their CPU time is counted (a finished child's time is known once it is reaped)
     print(closing_summary(ctx.out, targets, size, time.perf_counter() - wall_start, cpu_seconds() - cpu_start,
@@ -305,6 +284,68 @@ def _main(argv) -> int:
     for st in report.unreadable:  # the report lists them; the exit status says the report is incomplete
         print(f"paper_repro.py: unreadable status, counted nowhere: {st.reason}", file=sys.stderr)
     return 1 if failed or report.unreadable else 0
+
+
+def _run_targets(ctx, runnable: list[tuple[int, str]], total: int, bar: bool) -> list[str]:
+    """Run the targets ``runnable`` ((position, name) in report order); returns the names of those that failed.
+
+    Quick and tiny runs with several workers run whole targets side by side, one per worker, longest first
+    (:data:`figures.registry.QUICK_CPU_SECONDS`), each running its trials in its own process: their targets take
+    seconds to minutes, and the cores stay busy through each target's serial part (figures, tables, tests), which
+    the trials' workers would leave idle.  A target that needs a result store another target is filling waits
+    for it and reads its runs (:attr:`figures.registry.Context.wait_for_stores`).  Medium and full runs, and a
+    single target, run the targets one after the other with the trials spread over the workers."""
+    import dataclasses
+
+    from figures.registry import quick_cost
+
+    t0 = time.time()
+    lanes = min(ctx.n_jobs, len(runnable)) if ctx.size in ("tiny", "quick") and ctx.backend == "loky" else 1
+    if lanes <= 1:
+        return [name for i, name in runnable
+                if not _run_target(ctx, name, i, total, True if bar else None, t0)]
+    from joblib import Parallel, delayed
+
+    print(f"paper_repro.py: {len(runnable)} targets on {lanes} workers side by side, longest first; each prints "
+          "its own lines", flush=True)
+    lane_ctx = dataclasses.replace(ctx, n_jobs=1, wait_for_stores=True)
+    order = sorted(runnable, key=lambda item: -quick_cost(item[1]))
+    # bars of several processes would overwrite each other: plain lines unless --progress asks for bars
+    done = Parallel(n_jobs=lanes, backend="loky", return_as="generator_unordered", pre_dispatch="n_jobs")(
+        delayed(_run_target)(lane_ctx, name, i, total, True if bar else False, t0) for i, name in order)
+    ok = {name for name, good in done if good}
+    return [name for _, name in runnable if name not in ok]
+
+
+def _run_target(ctx, name: str, position: int, total: int, bar: bool | None, t0: float):
+    """Run one target, write its section and status and print its lines; ``(name, done)`` (False: it failed).
+    ``t0``: the run's start (``time.time()``), for the time since the start."""
+    from figures import load_targets
+    from figures.progress import StepProgress, cpu_seconds, duration
+
+    t = load_targets()[name]
+    print(f"[{name}] ({position}/{total}) running ({ctx.size}) ...", flush=True)
+    start, cpu = time.perf_counter(), cpu_seconds()
+    try:
+        # elapsed time, trials done and an ETA on stderr: a bar on a terminal (or with --progress), else a line
+        # every 30 s
+        with StepProgress(name, bar=bar):
+            section = t.run(_target_context(ctx, t))
+    except Exception as exc:  # one broken target must not lose the others' results
+        if isinstance(exc, OSError) and exc.errno in _DISK_ERRORS:
+            raise  # a full or read-only disk fails every later target too: stop with one line (exit 2)
+        secs = time.perf_counter() - start
+        tb = traceback.format_exc()
+        _write_status(ctx, name, {"status": "failed", "reason": f"{type(exc).__name__}: {exc}",
+                                  "seconds": secs, "traceback": tb})
+        print(f"[{name}] FAILED after {secs:.1f} s: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return name, False
+    secs = time.perf_counter() - start
+    write_text_atomic(ctx.folder(name) / f"section-{ctx.size}.md", section.markdown)
+    _write_status(ctx, name, _done_status(ctx, section, _target_context(ctx, t).size, secs))
+    print(f"[{name}] done in {duration(secs)} ({cpu_seconds() - cpu:.1f} CPU s; "
+          f"{duration(time.time() - t0)} since the start)", flush=True)
+    return name, True
 
 
 def _stop_workers() -> None:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from synth.validation import check_choice, check_int
 
-__all__ = ["MEDIUM_AT_QUICK", "SIZES", "Context", "Section", "Target", "TARGETS", "medium_size", "register"]
+__all__ = ["MEDIUM_AT_QUICK", "QUICK_CPU_SECONDS", "SIZES", "Context", "Section", "Target", "TARGETS", "medium_size",
+           "quick_cost", "register"]
 
 SIZES = ("tiny", "quick", "medium", "full")
 
@@ -27,6 +28,26 @@ MEDIUM_AT_QUICK = {
     "clove-fig5": "autoencoder runs of up to 50 MNIST clients with 10 models (~60 s a run and more)",
     "clove-table12": "its published column is CIFAR-10, which is not in the data directory",
 }
+
+
+# CPU seconds of each target in a quick run (measured on the 2-core EPYC, in one `paper_repro.py --quick`, the
+# targets sharing runs after those that make them): paper_repro.py starts the longest first when it runs targets
+# side by side, so that the last to finish are short.  An order, not a promise: a target missing here counts as
+# QUICK_DEFAULT_SECONDS.
+QUICK_CPU_SECONDS = {
+    "measured-runs": 6, "ifca-fig3a": 84, "ifca-fig3b": 35, "ifca-fig3c": 31, "ifca-fig3d": 29, "ifca-table1": 97,
+    "ifca-fig4": 7, "srfca-table1": 152, "srfca-table2": 4, "srfca-table4": 4, "clove-fig3a": 23, "clove-fig3b": 13,
+    "clove-table1": 191, "clove-table2": 9, "clove-table4": 8, "clove-table5": 61, "clove-table7": 128,
+    "clove-table8": 7, "clove-table9": 7, "clove-table12": 49, "clove-fig2": 75, "clove-fig4": 70, "clove-fig5": 105,
+    "theory-ifca": 20, "theory-srfca": 28, "theory-clove": 38, "theory-atlas": 156, "head-to-head": 58,
+    "phase-diagrams": 39,
+}
+QUICK_DEFAULT_SECONDS = 30.0
+
+
+def quick_cost(name: str) -> float:
+    """The CPU seconds target ``name`` takes in a quick run (:data:`QUICK_CPU_SECONDS`), for ordering targets."""
+    return float(QUICK_CPU_SECONDS.get(name, QUICK_DEFAULT_SECONDS))
 
 
 def medium_size(name: str, kind: str) -> str:
@@ -64,6 +85,9 @@ class Context:
     stored: Path | None = None
     # with ``stored``: every run a target asks for is appended here (figures.campaign.RunRequest)
     requests: list | None = None
+    # other targets of this run may be filling the same result store at the same time (paper_repro.py runs quick
+    # targets side by side): wait for a store in use, then read its runs, instead of refusing it
+    wait_for_stores: bool = False
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)

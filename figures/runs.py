@@ -13,6 +13,7 @@ nothing is computed), so a target's view -- figures, CSVs, its report section --
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -85,7 +86,10 @@ def _run(ctx: Context, folder: str, trial_fn: Callable, spec: ExperimentSpec, po
     try:
         # the points as given (the spec holds their JSON form, which is what the store compares and keeps); the
         # running paper_repro.py target counts this batch's trials as the store gains them (figures.progress)
-        with track_batch(store, len(points) * trials):
+        with _store_turn(ctx, store), track_batch(store, len(points) * trials):
+            if ctx.wait_for_stores:  # another target may have filled it (and named itself) while this one waited
+                old = read_meta(store) if (store / META_FILE).exists() else None
+                meta["targets"] = sorted({*(old or {}).get("targets", []), *targets})
             return run_trials(trial_fn, points, trials, seed, store_dir=store, n_jobs=ctx.n_jobs,
                               backend=ctx.backend, scheduler=ctx.scheduler, resume=True, progress=ctx.progress,
                               meta=meta, desc=desc or folder)
@@ -95,6 +99,32 @@ def _run(ctx: Context, folder: str, trial_fn: Callable, spec: ExperimentSpec, po
                              "points or seed changed since they were written); delete that folder or use another "
                              "--out") from None
         raise
+
+
+@contextlib.contextmanager
+def _store_turn(ctx: Context, store: Path):
+    """With ``ctx.wait_for_stores`` (targets of one run side by side), hold ``store`` for this target, waiting (one
+    line on stderr) while another target of the run holds it; otherwise nothing (the store's own lock refuses a
+    second sweep)."""
+    if not ctx.wait_for_stores:
+        yield
+        return
+    import fcntl
+    import os
+    import sys
+
+    # a file beside the store, not in it: the store's own lock (synth.store) stays the store's
+    fd = os.open(store.parent / f".{store.name}.turn", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            print(f"[{ctx.target}] waiting for {store.parent.name}/{store.name}, which another target of this run is "
+                  "filling", file=sys.stderr, flush=True)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def stored_records(store: str | Path, spec: ExperimentSpec) -> list[dict[str, Any]]:

@@ -101,3 +101,57 @@ def test_progress_refuses_a_bad_interval():
 
     with pytest.raises(ValueError, match="interval"):
         progress.StepProgress("t", interval=0)
+
+
+def test_quick_targets_run_side_by_side_and_share_their_runs(tmp_path, capfd):
+    """With 2 workers, targets run side by side (one process each); ifca-fig4 reads the runs ifca-table1 makes,
+    whichever starts first, and no run is made twice."""
+    import json
+
+    out = tmp_path / "o"
+    names = ["ifca-table1", "ifca-fig4", "ifca-fig3c"]
+    code = paper_repro.main(["--tiny", "--only", ",".join(names), "--out", str(out), "--n-jobs", "2"])
+    stdout = capfd.readouterr().out
+    assert code == 0, stdout
+    if json.loads((out / "ifca-table1" / "status-tiny.json").read_text())["status"] == "pending":
+        import pytest
+
+        pytest.skip("the neural-network targets need torch")
+    assert "3 targets on 2 workers side by side" in stdout
+    for name in names:
+        assert json.loads((out / name / "status-tiny.json").read_text())["status"] == "done"
+        assert re.search(rf"^\[{name}\] done in ", stdout, re.M), stdout
+    store = out / "ifca-table1" / "store-tiny"
+    meta = json.loads((store / "meta.json").read_text())
+    assert meta["targets"] == ["ifca-fig4", "ifca-table1"]
+    lines = (store / "trials.jsonl").read_text().splitlines()
+    keys = [(r["point"], r["trial"]) for r in map(json.loads, lines)]
+    assert len(keys) == len(set(keys)) == len(meta["spec"]["points"]) * meta["spec"]["trials"]
+
+
+def test_a_target_waits_for_a_store_another_target_is_filling(tmp_path, capsys):
+    """Side by side, a store in use by another target of the run is waited for (one line), not refused."""
+    import fcntl
+    import os
+    import threading
+
+    from figures.runs import _store_turn
+
+    ctx = Context(out=tmp_path, wait_for_stores=True, target="second")
+    store = tmp_path / "shared" / "store-quick"
+    store.parent.mkdir()
+    fd = os.open(store.parent / f".{store.name}.turn", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # the first target holds the store
+    got = threading.Event()
+
+    def second():
+        with _store_turn(ctx, store):
+            got.set()
+
+    th = threading.Thread(target=second)
+    th.start()
+    assert not got.wait(0.5)  # waiting
+    os.close(fd)  # the first target is done with it
+    assert got.wait(10)
+    th.join()
+    assert "[second] waiting for shared/store-quick" in capsys.readouterr().err
