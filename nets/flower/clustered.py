@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from logging import INFO, WARNING
 from typing import Any
@@ -81,7 +82,7 @@ from synth.validation import check_choice, check_int, check_random_state, check_
 from .arrays import Layout, replicate, split_clusters
 
 __all__ = ["ARRAYS", "CLoVE", "CONFIG", "ClusteredStrategy", "GRADIENT", "IFCA", "LOSSES", "METRICS", "RoundFailed",
-           "RunStopped", "SRFCA"]
+           "RunStopped", "SRFCA", "stop_running"]
 
 # the client contract (docs/flower-contract.md): message types and the keys of their RecordDicts
 TRAIN = MessageType.TRAIN
@@ -93,6 +94,19 @@ NUM_EXAMPLES = "num-examples"
 # seconds between two looks for answers (Flower's InMemoryGrid polls every 0.1 s; a round trip of a small
 # message takes a few ms, so a finer poll shortens every exchange)
 PULL_SECONDS = 0.005
+
+
+# the strategies running in this process (stop_running() ends them, e.g. on Ctrl-C)
+_RUNNING: weakref.WeakSet = weakref.WeakSet()
+
+
+def stop_running() -> int:
+    """Stop every clustered strategy running in this process (each raises :class:`RunStopped` at its next
+    exchange); returns how many were running."""
+    running = list(_RUNNING)
+    for strategy in running:
+        strategy.stop()
+    return len(running)
 
 
 class RoundFailed(RuntimeError):
@@ -263,14 +277,16 @@ class ClusteredStrategy(Strategy):
         self._timeout = check_real("timeout", timeout, low=0.0, low_inclusive=False)
         self.models = self._initial_models(initial_arrays)
         self._grid = _StoppableGrid(grid, self._stop)
-        self._wait_for_nodes()
         self.running = True
+        _RUNNING.add(self)
         try:
+            self._wait_for_nodes()
             result = super().start(self._grid, self.layout.record(self.models), self.num_rounds, self._timeout,
                                    train_config, evaluate_config, evaluate_fn)
             self._finish()
         finally:
             self.running = False
+            _RUNNING.discard(self)
         result.arrays = self.layout.record(self.models)
         return result
 

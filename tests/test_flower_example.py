@@ -1,0 +1,164 @@
+"""The example a Flower user copies (``examples/flower-ifca``): a valid Flower app, run at tiny size on Flower's
+simulation engine (``python -m nets.flower.runner``, in a process of its own); Ctrl-C ends it with status 130 and
+no process of the run left.  The README's relative links resolve.  Skipped without the ``flower`` extra (the
+README check runs always).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = ROOT / "examples" / "flower-ifca"
+TINY = "num-server-rounds=2 min-nodes=4 local-steps=2 num-clusters=2 start-timeout=120.0"
+
+
+def test_flower_readmes_relative_links_resolve():
+    """Every relative link of the Flower READMEs and the client contract names a file or directory that exists
+    (and, with an anchor, a heading of that file)."""
+    for page in (ROOT / "nets/flower/README.md", APP / "README.md", ROOT / "docs/flower-contract.md"):
+        text = page.read_text(encoding="utf-8")
+        links = re.findall(r"\]\(([^)\s]+)\)", text)
+        assert links, f"{page} has no links"
+        for link in links:
+            if re.match(r"[a-z]+://", link):
+                continue
+            path, _, anchor = link.partition("#")
+            target = (page.parent / path).resolve() if path else page
+            assert target.exists(), f"{page.relative_to(ROOT)}: {link} -> {target} does not exist"
+            if anchor and target.suffix == ".md":
+                headings = {_slug(h) for h in re.findall(r"^#+\s+(.*)$", target.read_text(encoding="utf-8"), re.M)}
+                assert anchor in headings, f"{page.relative_to(ROOT)}: {link}: no heading #{anchor} in {target.name}"
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+flwr = pytest.importorskip("flwr")
+pytest.importorskip("ray")
+
+
+@pytest.mark.flower
+def test_example_is_a_valid_flower_app():
+    """Flower's own check of the app's pyproject (components importable, config), and the defaults the app uses
+    without a run config are the pyproject's."""
+    from flwr.cli.config_utils import load_and_validate
+
+    sys.path.insert(0, str(APP))
+    try:
+        config, warnings = load_and_validate(APP / "pyproject.toml")
+        from flower_ifca.task import DEFAULTS
+    finally:
+        sys.path.remove(str(APP))
+    assert warnings == []
+    assert config["tool"]["flwr"]["app"]["config"] == DEFAULTS
+
+
+def _marked(marker: str) -> list[str]:
+    """Live processes whose environment holds ``CFLAB_TEST_RUN=<marker>``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                if f"CFLAB_TEST_RUN={marker}".encode() not in fh.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue
+            found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+class _Run:
+    """``python -m nets.flower.runner`` on the example in a session of its own, its output read as it comes."""
+
+    def __init__(self, run_config: str, supernodes: int = 4):
+        self.marker = uuid.uuid4().hex
+        env = dict(os.environ, OMP_NUM_THREADS="1", CFLAB_TEST_RUN=self.marker, FLWR_TELEMETRY_ENABLED="0")
+        self.proc = subprocess.Popen([sys.executable, "-m", "nets.flower.runner", str(APP), "--num-supernodes",
+                                      str(supernodes), "--run-config", run_config], cwd=ROOT, env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)
+        self._reader.start()
+
+    def wait_for(self, pattern: str, limit: float = 300.0) -> None:
+        deadline = time.monotonic() + limit
+        while not any(re.search(pattern, line) for line in self.lines):
+            assert self.proc.poll() is None, f"the run ended before {pattern!r}: {self.lines[-8:]}"
+            assert time.monotonic() < deadline, f"no {pattern!r} within {limit} s"
+            time.sleep(0.2)
+
+    def end(self, limit: float) -> int:
+        try:
+            code = self.proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            self.cleanup()
+            pytest.fail(f"still running after {limit} s: {self.lines[-8:]}")
+        self._reader.join(10)
+        return code
+
+    def cleanup(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        for pid in _marked(self.marker):
+            os.kill(int(pid), signal.SIGKILL)
+
+
+@pytest.mark.flower
+def test_example_runs_on_the_simulation_engine():
+    """Four SuperNodes, two rounds: every round logs its clusters, the app ends with each partition's cluster and
+    the test accuracy, exit 0, and no process of the run is left."""
+    run = _Run(TINY)
+    try:
+        code = run.end(600)
+        text = "".join(run.lines)
+        assert code == 0, run.lines[-8:]
+        assert re.search(r"IFCA round 1: \d clusters, sizes \[.*\]; 4 of 4 clients answered", text), text[-2000:]
+        assert re.search(r"IFCA round 2: evaluated by 4 clients: eval-loss", text)
+        found = re.search(r"IFCA clusters by partition: \{(.*)\}", text)
+        assert found and sorted(int(p) for p in re.findall(r"(\d+): \d", found.group(1))) == [0, 1, 2, 3]
+        assert re.search(r"IFCA final test accuracy 0\.\d+", text)
+        assert _marked(run.marker) == []
+    finally:
+        run.cleanup()
+
+
+@pytest.mark.flower
+def test_ctrl_c_ends_the_example_with_130_and_no_process():
+    run = _Run(TINY.replace("num-server-rounds=2", "num-server-rounds=2000"))
+    try:
+        run.wait_for(r"IFCA round 1: ")
+        assert _marked(run.marker)  # Ray's processes carry the marker
+        os.killpg(run.proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole process group
+        t0 = time.monotonic()
+        code = run.end(60)
+        assert code == 130, run.lines[-8:]
+        assert time.monotonic() - t0 < 60
+        assert "interrupted" in run.lines[-1], run.lines[-5:]
+        assert _marked(run.marker) == []
+    finally:
+        run.cleanup()
+
+
+def test_tiny_config_keys_are_the_apps():
+    with open(APP / "pyproject.toml", "rb") as fh:
+        keys = tomllib.load(fh)["tool"]["flwr"]["app"]["config"]
+    assert {pair.split("=")[0] for pair in TINY.split()} <= set(keys)
