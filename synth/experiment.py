@@ -8,6 +8,8 @@ what the CLI and the Monte Carlo engine call.
 
 from __future__ import annotations
 
+import functools
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -321,9 +323,9 @@ class IFCAVerdict:
         upper = D + rho
         useful = np.zeros(A, dtype=bool)
         if self.matched_open:
-            self.matched_open = not (np.array([_matched(upper[a]) for a in range(A)]) <= self.threshold).any()
-            if self.matched_open:  # loop over restarts, not clients
-                useful |= np.array([_matched(lower[a]) for a in range(A)]) <= self.threshold
+            self.matched_open = not (_matched_stack(upper) <= self.threshold).any()
+            if self.matched_open:
+                useful |= _matched_stack(lower) <= self.threshold
         if self.code_open:
             self.code_open = not (upper.min(2).mean(1) < self.code_threshold).any()
             if self.code_open:
@@ -331,6 +333,31 @@ class IFCAVerdict:
         if not (self.matched_open or self.code_open):
             return np.ones(A, dtype=np.int64)
         return np.where(useful, 0, -1).astype(np.int64)
+
+
+def _matched_stack(dist: np.ndarray) -> np.ndarray:
+    """:func:`_matched` of each ``(k, K)`` matrix of ``dist`` ``(A, k, K)``, all restarts at once (called every round
+    of every IFCA Fig. 3 trial).  With every truth matched (``k >= K``, up to 5,040 candidate matchings) it sums
+    the same distances in the same order as :func:`synth.metrics.assignment`, so the values are the same floats;
+    otherwise one restart at a time."""
+    A, k, K = dist.shape
+    if A == 0 or K == 0 or k < K or K >= 8 or math.perm(k, K) > 5040:  # K < 8: numpy sums them in order
+        return np.array([_matched(d) for d in dist], dtype=np.float64)
+    if not np.isfinite(dist).all():
+        dist = np.nan_to_num(dist, nan=np.inf, posinf=1e300)
+    D = np.asarray(dist, dtype=np.float64).transpose(0, 2, 1)  # (A, truths, models)
+    totals = D[:, np.arange(K), _matchings(k, K)].sum(2)  # (A, candidate matchings)
+    return totals.min(1) / K
+
+
+@functools.lru_cache(maxsize=64)
+def _matchings(k: int, K: int) -> np.ndarray:
+    """Every one-to-one matching of ``K`` truths to ``k`` models, ``(candidates, K)``, as metrics.assignment."""
+    from itertools import permutations
+
+    out = np.array(list(permutations(range(k), K)), dtype=np.int64)
+    out.flags.writeable = False
+    return out
 
 
 def _matched(dist: np.ndarray) -> float:
