@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 from scipy import integrate, optimize, special
@@ -707,23 +708,39 @@ class MisassignmentLaw:
 
     ``P[correct] = E_Q[ int pdf_1(w | Q) prod_{j >= 2} sf_j(w | Q) dw ]``,
 
-    a two-dimensional integral (nested adaptive quadrature; :attr:`abs_error` is the quadrature's own
-    estimate of its absolute error, below 1e-8 in every case the tests try).  ``c = 0`` (``S``
-    diagonal) makes the losses independent scaled ``chi2_n`` and the outer integral trivial.  For
-    ``K = 2`` this is the ``F(n, n)`` tail of :class:`PairwisePreference` (checked to 1e-9).
+    a two-dimensional integral (composite Gauss-Legendre; :attr:`abs_error` is the change from doubling its panels
+    plus the mass cut from the ranges).  That estimate grows where two wrong models nearly coincide (small
+    ``Lambda_j``: the wrong losses' conditional laws become steep); for ``K = 3``, wherever it exceeds 1e-8, the
+    general ``K = 3`` computation below replaces it (for ``K >= 4`` it is reported as it is).  ``c = 0`` (``S``
+    diagonal) makes the losses independent scaled ``chi2_n`` and the outer integral trivial.  For ``K = 2`` this is
+    the ``F(n, n)`` tail of :class:`PairwisePreference` (checked to 1e-9).
 
-    Any positive-definite ``S`` with ``K = 3`` (any placement of the two wrong models): condition on the own
-    column ``c_1`` of the residuals (``W_11 = ||c_1||^2 = w``).  Given it, the other two columns are
-    ``c_j = (S_j1 / S_11) c_1 + e_j`` with rows ``(e_2l, e_3l)`` i.i.d. ``N(0, T)``, ``T`` the conditional
-    covariance.  Flipping the sign of a column leaves ``W_jj`` unchanged, so ``T_23 >= 0``, and
-    ``T = diag(lambda) + tau tau^T`` with ``lambda > 0``: a shared ``eta ~ N(0, I_n)`` plus independent parts.
-    By rotation invariance only ``eta_1`` (along ``c_1``) and ``R = ||eta_rest||^2 ~ chi2_{n-1}`` matter, and
-    given ``(w, eta_1, R)`` the two wrong losses are independent,
-    ``W_jj = lambda_j chi'^2_n(((S_j1/S_11) sqrt(w) + tau_j eta_1)^2 + tau_j^2 R) / lambda_j)``, so
-    ``P[correct] = E[sf_2 sf_3]`` is a three-dimensional integral (composite Gauss-Legendre in ``sqrt(w)``,
-    ``eta_1`` and ``sqrt(R)``; :attr:`abs_error` from halving the panels).  ``shared`` is then ``nan`` and
-    ``lambdas`` holds ``(S_11, lambda_2, lambda_3)``.  ``K >= 4`` needs the symmetric form (equal off-diagonal
-    entries up to column signs); a general ``S`` is refused there.
+    Any ``S`` with ``K = 3`` (any placement of the two wrong models): condition on two residual columns exactly and
+    smooth the third.  With ``nu_j = Var(c_j | the other two) / S_jj`` (exact Schur complements), the smoothed
+    column ``z`` is the one with the largest ``nu_j``: the own column when two wrong models nearly coincide (their
+    ``nu`` vanish, the own one's does not), a wrong one when a wrong model nearly coincides with the own.  Write
+    ``c_x = sqrt(S_xx) gamma``, ``c_y = k c_x + s eta`` and ``c_z = A c_x + B eta + sqrt(v) zeta`` with independent
+    standard Gaussian vectors.  By rotation invariance only ``t = ||c_x||``, ``e = eta_1`` (along ``c_x``) and
+    ``g = ||eta_rest|| ~ chi_{n-1}`` matter: ``W_xx = t^2`` and ``W_yy = (k t + s e)^2 + s^2 g^2`` exactly, and
+    ``W_zz ~ v chi'^2_n(((A t + B e)^2 + B^2 g^2) / v)`` given them, so ``P[correct]`` is a three-dimensional
+    integral of a noncentral chi-square cdf (``z`` own: ``P[W_zz < min(W_xx, W_yy)]``) or survival function
+    (``x`` own: ``1[W_yy > W_xx] P[W_zz > W_xx]``).  Its only non-smooth set, ``W_yy = W_xx``, is a circle in
+    ``(e, g)`` whose ``e``-roots and top are breakpoints, and ``t`` gets geometrically graded pieces below the two
+    small scales ``s / (1 + k)`` and ``sqrt(v)``, so composite Gauss-Legendre converges geometrically, also as two
+    wrong models coincide (``s -> 0``).  :attr:`abs_error` is the change between two successive refinement levels
+    (accepted at 1e-10) plus the mass cut from the ranges and skipped nodes: below 1e-8 wherever the levels converge
+    (every placement the tests try outside the region below), and checked against exact solid angles (``n = 1``),
+    the exact coincident limit and the symmetric conditioning (``tests/test_misassignment3.py``).  Two exactly
+    coincident wrong models give the ``K = 2`` ``F(n, n)`` tail against the nearer of them.
+
+    Where this is not exact to 1e-8: ``max_j nu_j < 0.02``, three models nearly collinear in parameter space with
+    no two nearly coincident (``S`` is then nearly singular in a direction that involves every column, so every
+    column's conditional law is steep).  The law still returns its best value there, with ``abs_error = inf``.
+    An exactly singular ``S`` of that kind (three collinear models, e.g. ``d = 1``) is refused, as is one where a
+    wrong model's column is proportional to the own (a tie on every draw).  ``shared`` is ``nan`` and ``lambdas``
+    holds ``(S_11, lambda_2, lambda_3)`` of the split ``T = diag(lambda) + tau tau^T`` of the wrong columns'
+    covariance given the own column.  ``K >= 4`` needs the symmetric form (equal off-diagonal entries up to column
+    signs); a general ``S`` is refused there.
     """
 
     prob: float
@@ -733,8 +750,9 @@ class MisassignmentLaw:
 
     @staticmethod
     def from_cov(S, n: int) -> MisassignmentLaw:
-        """The law for a residual covariance ``S``: any positive-definite ``S`` for ``K <= 3``; for ``K >= 4``
-        one whose off-diagonal entries are all equal and ``>= 0`` (the symmetric placement)."""
+        """The law for a residual covariance ``S``: any positive-definite ``S`` for ``K <= 3`` (for ``K = 3`` also one
+        singular only because two wrong models coincide); for ``K >= 4`` one whose off-diagonal entries are all equal
+        and ``>= 0`` (the symmetric placement)."""
         S = check_array("S", S, ndim=2)
         K = S.shape[0]
         if S.shape != (K, K) or K < 2:
@@ -750,9 +768,6 @@ class MisassignmentLaw:
         if not symmetric and K == 3:
             if np.max(np.abs(S - S.T)) > 1e-12 * max(scale, 1e-300):
                 raise ValueError("S must be symmetric")
-            if np.linalg.eigvalsh(S).min() <= 1e-12 * scale:
-                raise ValueError("S must be positive definite for the general K = 3 law; got eigenvalues "
-                                 f"{np.round(np.linalg.eigvalsh(S), 12).tolist()}")
             p, err, lam = _misassignment3(S, n)
             return MisassignmentLaw(p, err, float("nan"), lam)
         if not symmetric:
@@ -765,6 +780,13 @@ class MisassignmentLaw:
             raise ValueError(f"S - c 1 1^T must have a nonnegative diagonal, got {lam.tolist()}")
         lam = np.maximum(lam, 0.0)
         p, err = _misassignment(lam, c, n)
+        if K == 3 and err > _MIS3_CLAIM:  # two wrong models nearly coincide (small lambda_j): the general law is exact
+            try:
+                p3, err3, _ = _misassignment3(S, n)
+            except ValueError:  # a placement only the symmetric conditioning covers: keep its value and estimate
+                p3, err3 = p, err
+            if err3 < err:
+                p, err = p3, err3
         return MisassignmentLaw(p, err, c, tuple(float(v) for v in lam))
 
 
@@ -835,67 +857,202 @@ def _misassignment(lam: np.ndarray, c: float, n: int) -> tuple[float, float]:
     return float(min(max(1.0 - fine, 0.0), 1.0)), float(abs(fine - coarse) + 4 * _MIS_TAIL)
 
 
-def _correct_prob3(S: np.ndarray, n: int, panels: int, order: int) -> float:
-    """``P[W_11 < W_22, W_11 < W_33]`` for ``W ~ Wishart_3(n, S)`` (see :class:`MisassignmentLaw`): composite
-    Gauss-Legendre in ``t = sqrt(W_11)``, ``eta_1`` and ``rho = sqrt(R)``, ``panels`` of ``order`` nodes each."""
-    s11 = float(S[0, 0])
-    k = S[1:, 0] / s11
-    T = S[1:, 1:] - np.outer(S[1:, 0], S[0, 1:]) / s11
-    if T[0, 1] < 0:  # flip the third column: W_33 unchanged, T_23 and S_31 change sign
-        k = k * np.array([1.0, -1.0])
-        T = T * np.array([[1.0, -1.0], [-1.0, 1.0]])
-    r = float(T[0, 1])
-    if r > 0:
-        tau = np.array([np.sqrt(r * np.sqrt(T[0, 0] / T[1, 1])), 0.0])
-        tau[1] = r / tau[0]
+_MIS3_ORDER = 16  # Gauss-Legendre nodes per panel of the general K = 3 law
+_MIS3_PRUNE = 1e-18  # nodes with a smaller total weight are skipped; their summed weight joins the error estimate
+_MIS3_LEVELS = ((3, 3, 2), (4, 4, 3), (6, 6, 4), (8, 8, 6))  # panels per piece in (t, g, e), coarse to fine
+_MIS3_TARGET = 1e-10  # two successive levels this close: converged
+_MIS3_NU_FLOOR = 0.02  # below it every column's conditional law is steep: no accuracy is claimed (abs_error inf)
+_MIS3_CLAIM = 1e-8  # the absolute error the K = 3 law promises wherever it claims one
+
+
+def _gl_unit(panels: int, order: int = _MIS3_ORDER):
+    """Composite Gauss-Legendre nodes and weights on ``[0, 1]``."""
+    x, w = special.roots_legendre(order)
+    edges = np.linspace(0.0, 1.0, panels + 1)
+    a, b = edges[:-1, None], edges[1:, None]
+    return (0.5 * (a + b) + 0.5 * (b - a) * x).ravel(), (0.5 * (b - a) * w).ravel()
+
+
+def _gl_pieces(brk: np.ndarray, panels: int, cubic: bool = False):
+    """Composite Gauss-Legendre on each piece ``brk[..., i] .. brk[..., i + 1]`` (vectorised over leading axes).
+
+    ``cubic`` maps ``u -> 3u^2 - 2u^3`` first: an endpoint square-root singularity (the top of a circle) becomes
+    analytic, so the rule keeps converging geometrically."""
+    u, wu = _gl_unit(panels)
+    if cubic:
+        wu = wu * 6.0 * u * (1.0 - u)
+        u = u * u * (3.0 - 2.0 * u)
+    lo, hi = brk[..., :-1, None], brk[..., 1:, None]
+    x, w = lo + (hi - lo) * u, (hi - lo) * wu
+    return x.reshape(x.shape[:-2] + (-1,)), w.reshape(w.shape[:-2] + (-1,))
+
+
+def _k3_columns(F: list, x: int, y: int, z: int) -> dict:
+    """``c_x = sqrt(S_xx) gamma``, ``c_y = k c_x + s eta``, ``c_z = A c_x + B eta + sqrt(v) zeta`` with
+    ``gamma, eta, zeta`` independent standard ``N(0, I_n)``, from the exact rationals ``F`` of ``S``.
+
+    Column ``y``'s sign is flipped where needed so that ``k >= 0`` (``W_yy`` ignores it).  ``s^2`` and ``v`` are
+    Schur complements and ``1 - k``, ``1 + k`` differences of nearly equal entries: computed exactly, then rounded,
+    so a near-singular ``S`` loses no digits here."""
+    Sxx, Sxy, Syy, Sxz, Szz = F[x][x], F[x][y], F[y][y], F[x][z], F[z][z]
+    Syz = F[y][z]
+    if Sxy < 0:
+        Sxy, Syz = -Sxy, -Syz
+    s2 = Syy - Sxy**2 / Sxx
+    Tzy = Syz - Sxz * Sxy / Sxx
+    v = Szz - Sxz**2 / Sxx - Tzy**2 / s2
+    s = float(s2) ** 0.5
+    return {"Sxx": float(Sxx), "k": float(Sxy / Sxx), "k_m": float((Sxx - Sxy) / Sxx),
+            "k_p": float((Sxx + Sxy) / Sxx), "s": s, "A": float(Sxz / Sxx), "B": float(Tzy / s2) * s,
+            "v": float(v)}
+
+
+def _k3_t_nodes(g: dict, n: int, panels: int):
+    """Nodes and weights (density included) for ``t = sqrt(W_xx)``.
+
+    Two scales can be far below the bulk of ``t``: ``s/(1+k)``, below which the circle ``W_yy = t^2`` is smaller
+    than the unit Gaussian blob of ``eta`` (two nearly coincident exact columns), and ``sqrt(v)``, below which the
+    smoothed column's noise is as large as the thresholds.  Each gets a piece mapped by ``t = lam sinh(u)``
+    (geometric resolution from ``lam`` up); the rest of the range is plain."""
+    Sxx = g["Sxx"]
+    tl, th = np.sqrt(Sxx * _st.chi2.ppf(_MIS_TAIL, n)), np.sqrt(Sxx * _st.chi2.isf(_MIS_TAIL, n))
+    u, wu = _gl_unit(panels)
+    ts, ws, lo = [], [], tl
+    for lam, reach in sorted(((g["s"] / (1.0 + g["k"]), 16.0), (np.sqrt(g["v"]), 4.0))):
+        hi = min(reach * lam, 0.5 * th)
+        if lam < th / 8 and hi > lo:
+            ua, ub = np.arcsinh(lo / lam), np.arcsinh(hi / lam)
+            uu = ua + (ub - ua) * u
+            ts.append(lam * np.sinh(uu))
+            ws.append((ub - ua) * wu * lam * np.cosh(uu))
+            lo = hi
+    ts.append(lo + (th - lo) * u)
+    ws.append((th - lo) * wu)
+    t, wt = np.concatenate(ts), np.concatenate(ws)
+    return t, wt * 2.0 * t * _st.chi2.pdf(t * t / Sxx, n) / Sxx
+
+
+def _correct_prob3(g: dict, n: int, own_smoothed: bool, panels: tuple) -> tuple[float, float]:
+    """``P[W_11 < W_22, W_11 < W_33]`` for the columns of :func:`_k3_columns` (see :class:`MisassignmentLaw`).
+
+    Rotating ``c_x`` onto the first axis leaves ``t = ||c_x||``, ``e = eta_1`` and ``g = ||eta_rest|| ~ chi_{n-1}``;
+    the exact losses are ``W_xx = t^2`` and ``W_yy = (k t + s e)^2 + s^2 g^2`` and, given ``(t, e, g)``,
+    ``W_zz ~ v chi'^2_n(((A t + B e)^2 + B^2 g^2) / v)``.  The integrand is ``P[W_zz < min(W_xx, W_yy)]`` when ``z``
+    is the own model (``own_smoothed``) and ``1[W_yy > t^2] P[W_zz > t^2]`` when ``x`` is.  ``W_yy = t^2`` is a
+    circle in ``(e, g)``; its ``e``-roots split the innermost range exactly and its top ``g = t/s`` splits the
+    middle one, so every piece is smooth.  Composite Gauss-Legendre with ``panels = (t, g, e)`` panels per piece.
+    Nodes whose total weight is below ``_MIS3_PRUNE`` are skipped: returns ``(value, skipped weight)``, the second
+    a bound on what skipping changed (the integrand lies in [0, 1])."""
+    k, k_m, k_p, s, A, B, v = (g[key] for key in ("k", "k_m", "k_p", "s", "A", "B", "v"))
+    pt, pg, pe = panels
+    t, wt = _k3_t_nodes(g, n, pt)
+    E = _st.norm.isf(_MIS_TAIL)
+    if n == 1:  # eta is one-dimensional: no g
+        gg, wg = np.zeros((len(t), 1)), np.ones((len(t), 1))
     else:
-        tau = np.zeros(2)
-    lam = np.diag(T) - tau**2
-    t_lo, t_hi = np.sqrt(s11 * _st.chi2.ppf(_MIS_TAIL, n)), np.sqrt(s11 * _st.chi2.isf(_MIS_TAIL, n))
-    t, wt = _gl_nodes(t_lo, t_hi, panels, order)
-    wt = wt * 2.0 * t * _st.chi2.pdf(t * t / s11, n) / s11
-    if r > 0:
-        z = _st.norm.isf(_MIS_TAIL)
-        e, we = _gl_nodes(-z, z, panels, order)
-        we = we * _st.norm.pdf(e)
-    else:
-        e, we = np.zeros(1), np.ones(1)
-    if r > 0 and n > 1:
-        g_lo, g_hi = np.sqrt(_st.chi2.ppf(_MIS_TAIL, n - 1)), np.sqrt(_st.chi2.isf(_MIS_TAIL, n - 1))
-        g, wg = _gl_nodes(g_lo, g_hi, panels, order)
-        wg = wg * 2.0 * g * _st.chi2.pdf(g * g, n - 1)
-    else:
-        g, wg = np.zeros(1), np.ones(1)
-    w = (t * t)[:, None, None]
+        g_lo = _st.chi.ppf(_MIS_TAIL, n - 1) if n > 2 else 0.0
+        g_hi = _st.chi.isf(_MIS_TAIL, n - 1)
+        brk = np.stack([np.full_like(t, g_lo), np.clip(t / s, g_lo, g_hi), np.full_like(t, g_hi)], axis=1)
+        gg, wg = _gl_pieces(brk, pg, cubic=True)
+        wg = wg * _st.chi.pdf(gg, n - 1)
+    tg_w = wt[:, None] * wg
+    keep = tg_w > _MIS3_PRUNE
+    skipped = float(np.sum(tg_w[~keep]))  # the e-weights of a (t, g) pair sum to at most 1
+    T, G, W0 = np.broadcast_to(t[:, None], gg.shape)[keep], gg[keep], tg_w[keep]
+    # e-roots of (k t + s e)^2 + s^2 g^2 = t^2 (k >= 0), the upper one free of cancellation:
+    # (q - k t)/s = ((1 - k)(1 + k) t^2 - s^2 g^2) / (s (q + k t)),  q = sqrt(t^2 - s^2 g^2)
+    q2 = T * T - (s * G) ** 2
+    cut = q2 > 0
+    q = np.sqrt(np.where(cut, q2, 0.0))
+    r_hi = np.where(cut, np.clip((k_m * k_p * T * T - (s * G) ** 2) / (s * (q + k * T)), -E, E), -E)
+    r_lo = np.where(cut, np.clip(-(q + k * T) / s, -E, E), -E)
+    cols = [np.full_like(T, -E), r_lo]
+    if own_smoothed and n in (1, 3):  # the threshold W_yy^(n/2) is not analytic at the circle's centre (odd n)
+        cols.append(np.clip(-k * T / s, r_lo, r_hi))
+    cols += [r_hi, np.full_like(T, E)]
+    brk = np.stack(cols, axis=1)
+    pieces = brk.shape[1] - 1
+    inside = np.zeros(pieces, bool)
+    inside[1:-1] = True  # the pieces between the two roots: W_yy < t^2
+    inside = np.repeat(inside, pe * _MIS3_ORDER)
     total = 0.0
-    sf = np.ones((len(t), len(e), len(g)))
-    for j in range(2):  # the two wrong models
-        mean = k[j] * t[:, None, None] + tau[j] * e[None, :, None]
-        nc = (mean**2 + (tau[j] * g[None, None, :]) ** 2) / lam[j]
-        sf = sf * (1.0 - special.chndtr(w / lam[j], n, nc))
-    total = float(np.einsum("a,b,c,abc->", wt, we, wg, sf))
-    return total
+    chunk = max(1, 2_000_000 // (pieces * pe * _MIS3_ORDER))
+    for i in range(0, len(T), chunk):  # loop over chunks of (t, g) pairs: bounded memory
+        sl = slice(i, i + chunk)
+        ee, we = _gl_pieces(brk[sl], pe)
+        W = W0[sl, None] * we * np.exp(-0.5 * ee * ee) / np.sqrt(2.0 * np.pi)
+        m = W > _MIS3_PRUNE
+        skipped += float(np.sum(W[~m]))
+        Tm, Gm, Em = np.broadcast_to(T[sl, None], W.shape)[m], np.broadcast_to(G[sl, None], W.shape)[m], ee[m]
+        ins = np.broadcast_to(inside, W.shape)[m]
+        nc = ((A * Tm + B * Em) ** 2 + (B * Gm) ** 2) / v
+        if own_smoothed:
+            thr = np.where(ins, (k * Tm + s * Em) ** 2 + (s * Gm) ** 2, Tm * Tm)
+            p = special.chndtr(thr / v, n, nc)
+        else:
+            p = np.where(ins, 0.0, 1.0 - special.chndtr(Tm * Tm / v, n, nc))
+        total += float(np.sum(W[m] * p))
+    return total, skipped
+
+
+def _k3_rationals(S: np.ndarray) -> list:
+    """The entries of the symmetric ``S`` as exact fractions (every float is one)."""
+    return [[Fraction(float(S[min(i, j), max(i, j)])) for j in range(3)] for i in range(3)]
 
 
 def _misassignment3(S: np.ndarray, n: int) -> tuple[float, float, tuple]:
     """``(P[misassignment], error estimate, (S_11, lambda_2, lambda_3))`` of the general ``K = 3`` law.
 
-    Panels per direction 4, 6, 8, 12 (16 nodes each) until two successive values differ by at most 1e-10; the
-    estimate is the last such change (the coarser value's error: the finer one converges faster) plus the mass
-    cut from the ranges."""
-    coarse = _correct_prob3(S, n, 4, 16)
-    for panels in (6, 8, 12):
-        fine = _correct_prob3(S, n, panels, 16)
+    Every decision below is exact (rational arithmetic on the entries of ``S``).  Two exactly coincident wrong
+    columns (``det S_{23} = 0``) give the ``K = 2`` ``F(n, n)`` tail against the smaller of the two.  Otherwise the
+    column ``z`` with the largest ``nu_j = Var(c_j | other two) / S_jj`` is the smoothed one (the own column when two
+    wrong models nearly coincide, so nothing in the integrand is steep) and :func:`_correct_prob3` runs at the panel
+    levels ``_MIS3_LEVELS`` until two successive values differ by at most ``_MIS3_TARGET``; the estimate is that
+    change plus the mass cut from the ranges, the weight of skipped nodes and a rounding allowance (it exceeds 1e-8
+    only if no level pair converged).  Where ``max_j nu_j < _MIS3_NU_FLOOR`` (three
+    models nearly collinear, none two nearly coincident) every conditional law is steep, no level is trusted, and
+    the estimate is ``inf``."""
+    F = _k3_rationals(S)
+    minor = {(i, j): F[i][i] * F[j][j] - F[i][j] ** 2 for i, j in ((0, 1), (0, 2), (1, 2))}
+    det = F[0][0] * minor[(1, 2)] - F[0][1] * (F[0][1] * F[2][2] - F[1][2] * F[0][2]) \
+        + F[0][2] * (F[0][1] * F[1][2] - F[1][1] * F[0][2])
+    if min(F[j][j] for j in range(3)) <= 0 or min(minor.values()) < 0 or det < 0:
+        raise ValueError("S must be positive definite for the general K = 3 law (or singular only through two "
+                         f"identical wrong models); got eigenvalues {np.round(np.linalg.eigvalsh(S), 12).tolist()}")
+    for j in (1, 2):
+        if minor[(0, j)] == 0:
+            raise ValueError(f"S has the own model's residual column proportional to wrong model {j + 1}'s (its 2x2 "
+                             "block is singular): the two losses tie or one always wins; the general K = 3 law needs "
+                             "that block positive definite")
+    s11 = float(F[0][0])
+    # the one-factor split T = diag(lambda) + tau tau^T of the wrong columns' covariance given the own one (reported)
+    t22, t33 = float(minor[(0, 1)] / F[0][0]), float(minor[(0, 2)] / F[0][0])
+    r = abs(float(F[1][2] - F[0][1] * F[0][2] / F[0][0]))
+    lam = (s11, float(t22 - r * np.sqrt(t22 / t33)), float(t33 - r * np.sqrt(t33 / t22)))
+    if minor[(1, 2)] == 0:  # c_3 = kappa c_2 exactly: min(W_22, W_33) = m W_22 with m = min(1, kappa^2)
+        m = min(Fraction(1), (F[1][2] / F[1][1]) ** 2)
+        lam_p, lam_m = preference_eigen(float(m * F[1][1]), s11, float(F[0][1]) * float(m) ** 0.5)
+        return _f_tail(lam_p, lam_m, n), 1e-14, lam
+    if det == 0:
+        raise ValueError("S is singular with every 2x2 block positive definite (three collinear models): the "
+                         "general K = 3 law needs S positive definite there")
+    nu = [det / (F[j][j] * minor[tuple(i for i in range(3) if i != j)]) for j in range(3)]
+    z = int(np.argmax([float(v) for v in nu]))
+    x, y = (1, 2) if z == 0 else (0, 3 - z)
+    g = _k3_columns(F, x, y, z)
+    certified = float(nu[z]) >= _MIS3_NU_FLOOR
+    levels = _MIS3_LEVELS if certified else _MIS3_LEVELS[1:3]
+    coarse, _ = _correct_prob3(g, n, z == 0, levels[0])
+    for panels in levels[1:]:  # loop over refinement levels until two agree
+        fine, skipped = _correct_prob3(g, n, z == 0, panels)
         change = abs(fine - coarse)
-        if change <= 1e-10:
+        if change <= _MIS3_TARGET:
             break
         coarse = fine
-    s11 = float(S[0, 0])
-    T = S[1:, 1:] - np.outer(S[1:, 0], S[0, 1:]) / s11
-    r = abs(float(T[0, 1]))
-    tau2 = np.array([r * np.sqrt(T[0, 0] / T[1, 1]), r * np.sqrt(T[1, 1] / T[0, 0])]) if r > 0 else np.zeros(2)
-    lam = (s11, float(T[0, 0] - tau2[0]), float(T[1, 1] - tau2[1]))
-    return float(min(max(1.0 - fine, 0.0), 1.0)), float(change + 6 * _MIS_TAIL), lam
+    # the change bounds the coarser level's error (the finer converges faster), plus the mass cut from the ranges,
+    # the skipped nodes and 1e-13 for rounding in the sums and the cdf
+    err = change + 6 * _MIS_TAIL + skipped + 1e-13 if certified else float("inf")
+    return float(min(max(1.0 - fine, 0.0), 1.0)), float(err), lam
 
 
 def symmetric_placement(own_norm: float, other_norm: float, sigma: float, k: int) -> tuple[np.ndarray, float]:
