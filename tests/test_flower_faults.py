@@ -1,6 +1,7 @@
 """Flower runs with clients that fail or answer too late: IFCA and CLoVE go on with the round's other clients
-(participation subsets), SR-FCA restarts on the clients that remain, a SuperNode that cannot build its partition
-is one error -- and nothing waits longer than the exchange's timeout.
+(participation subsets), SR-FCA and Local restart on the clients that remain reusing the local models already
+trained, a SuperNode that cannot build its partition is one error -- and nothing waits longer than the exchange's
+timeout.
 
 Two simulations (two actors each, so that a slow client does not hold up the others) run the cases: the late
 client's with a short exchange timeout, every other case with a long one, so that on a loaded machine the messages
@@ -168,6 +169,8 @@ def test_srfca_restarts_on_the_clients_that_remain(faulty_runs):
     s = runs["srfca-fails-gradient"]
     assert _lost(s) == [("train.gradient", 6)]
     assert s.record["flower"]["restarts"] == 1 and s.record["flower"]["removed_clients"] == [6]
+    # the restart resumed: the 7 remaining clients' ONE_SHOT local models were not trained again
+    assert s.record["flower"]["reused"] == 7
     assert all(r[6] == -1 for r in s.round_labels)
     keep = np.delete(np.arange(8), 6)
     want = _nets_fit_on({**BASE, **SRFCA}, keep)  # SR-FCA on the federation without client 6
@@ -182,6 +185,8 @@ def test_local_client_lost_is_removed(faulty_runs):
     s = runs["local-fails"]
     assert _lost(s) == [("train.local", 6)] and s.record["flower"]["removed_clients"] == [6]
     assert s.record["unassigned"] == 1 and s.record["test_accuracy"] is not None
+    # resumed, not restarted: the other 7 local models are the ones first trained, asked once
+    assert s.record["flower"]["reused"] == 7 and s.record["flower"]["exchanges"] == 3  # describe, local, test
 
 
 def test_partition_that_cannot_be_built_is_one_error(faulty_runs):

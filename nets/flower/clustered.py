@@ -91,9 +91,10 @@ LOSSES = f"{MessageType.QUERY}.losses"
 GRADIENT = f"{MessageType.QUERY}.gradient"
 ARRAYS, CONFIG, METRICS = "arrays", "config", "metrics"
 NUM_EXAMPLES = "num-examples"
-# seconds between two looks for answers (Flower's InMemoryGrid polls every 0.1 s; a round trip of a small
-# message takes a few ms, so a finer poll shortens every exchange)
+# seconds between two looks for answers: PULL_SECONDS after an answer arrived, doubling up to PULL_SECONDS_MAX while
+# none does (Flower's InMemoryGrid waits a fixed 0.1 s; bench/README.md#flower)
 PULL_SECONDS = 0.005
+PULL_SECONDS_MAX = 0.05
 
 
 # the strategies running in this process (stop_running() ends them, e.g. on Ctrl-C)
@@ -144,7 +145,7 @@ class _StoppableGrid:
             if not ids or left <= 0:
                 return out
             time.sleep(min(pause, left))
-            pause = min(2 * pause, 0.05) if not got else PULL_SECONDS  # back off while nothing arrives
+            pause = PULL_SECONDS if got else min(2 * pause, max(PULL_SECONDS_MAX, PULL_SECONDS))
 
 
 class _Replies:

@@ -83,8 +83,8 @@ def run_app(server_app: ServerApp, client_app: ClientApp, num_supernodes: int, *
 
     flwr_logger = logging.getLogger("flwr")
     level = flwr_logger.level
-    if not verbose:
-        flwr_logger.setLevel(logging.INFO)
+    if verbose:
+        flwr_logger.setLevel(logging.DEBUG)
     backend = ray_config(actors)
     try:
         with warnings.catch_warnings():

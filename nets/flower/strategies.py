@@ -39,7 +39,12 @@ did (``flower.rounds_without_answers``; ``python -m nets flower`` then exits wit
 no client is assigned has no ARI (``None``), not the 1.0 that unassigned singletons would score against singleton
 clusters.  SR-FCA's ONE_SHOT graph, RECLUSTER and MERGE are defined over a fixed set of clients, so a client lost
 anywhere in SR-FCA (or Local) is removed and the algorithm restarts on the clients that remain (same seed, so the
-run is SR-FCA on that federation); the removed clients are reported unassigned (label -1).  Every exchange has a
+run is SR-FCA on that federation); the removed clients are reported unassigned (label -1).  The restart resumes
+rather than recomputes: the local models of ONE_SHOT and Local (``train.local``, SR-FCA's and Local's costliest
+exchange: ``local_train_steps`` steps per client) are kept per client and request, and a restart that asks the same
+client for the same local model takes the kept one (``flower.reused`` counts them), so only the REFINE steps the
+changed federation changes are computed again.  With minibatches the draws depend on the clients of the call, so
+there a restart computes the local models again, as ``nets run`` on the smaller federation would.  Every exchange has a
 timeout, so a run never waits longer than that for a client.
 """
 
@@ -94,8 +99,11 @@ class RunStopped(RuntimeError):
     """The run was stopped (:meth:`FlowerStrategy.stop`: the simulation was interrupted) during an exchange."""
 
 
-# seconds between two looks for the answers of an exchange (Flower's InMemoryGrid polls as often)
-PULL_SECONDS = 0.1
+# seconds between two looks for the answers of an exchange: PULL_SECONDS after an answer arrived, doubling up to
+# PULL_SECONDS_MAX while none does.  Flower's InMemoryGrid waits a fixed 0.1 s, half an IFCA round of 20 clients on
+# average over an exchange's two looks (bench/README.md#flower); a run is stopped within PULL_SECONDS_MAX.
+PULL_SECONDS = 0.005
+PULL_SECONDS_MAX = 0.05
 
 
 @dataclass
@@ -118,6 +126,7 @@ class _Log:
     lost: list[list] = field(default_factory=list)  # [exchange, action, client, why]
     waits: list[float] = field(default_factory=list)  # seconds each exchange waited for its answers
     restarts: int = 0
+    reused: int = 0  # local models a restart took from the earlier run instead of asking again
     # consecutive exchanges of one round (or of one test): [round or "test", clients answering, clients asked]
     answered: list[list] = field(default_factory=list)
     _who: tuple[set, set] | None = None  # the last entry's clients answering and asked
@@ -191,6 +200,9 @@ class FlowerStrategy(Strategy):
         self._nodes = np.zeros(0, dtype=np.uint64)  # node ids are 64-bit unsigned
         self._stop = threading.Event()
         self.running = False  # in start(): the ServerApp thread runs this strategy
+        self.pull_seconds = (PULL_SECONDS, PULL_SECONDS_MAX)  # the poll's shortest and longest pause
+        # the answers of train.local kept across restarts: (request key) -> (rows, metrics) of one client
+        self._kept: dict[tuple, tuple[np.ndarray | None, dict[str, np.ndarray]]] = {}
 
     # ---------------------------------------------------------------- before Ray, and stopping
     def preflight(self) -> int:
@@ -229,10 +241,12 @@ class FlowerStrategy(Strategy):
             raise RunStopped(f"{type(self).__name__} stopped: the simulation was interrupted")
 
     def _send_and_receive(self, messages: list[Message], timeout: float) -> list[Message]:
-        """``Grid.send_and_receive`` that a :meth:`stop` ends within :data:`PULL_SECONDS`."""
+        """``Grid.send_and_receive`` that a :meth:`stop` ends within :data:`PULL_SECONDS_MAX`."""
         ids = {str(i) for i in self._grid.push_messages(messages)}
         end = time.monotonic() + timeout
         out: list[Message] = []
+        shortest, longest = self.pull_seconds
+        pause = shortest
         while True:
             self._check_stop()
             got = list(self._grid.pull_messages(ids))
@@ -241,7 +255,8 @@ class FlowerStrategy(Strategy):
             left = end - time.monotonic()
             if not ids or left <= 0:
                 return out
-            time.sleep(min(PULL_SECONDS, left))
+            time.sleep(min(pause, left))
+            pause = shortest if got else min(2 * pause, max(longest, shortest))
 
     # ---------------------------------------------------------------- Flower's Strategy API
     def summary(self) -> None:
@@ -349,6 +364,13 @@ class FlowerStrategy(Strategy):
             self.running = False
         result = Result()
         result.arrays = ArrayRecord({"models": pack(models)["rows"]})
+        for row in self._monitor.rows:  # the selected run's clustering, round by round (Flower counts from 1)
+            if row["run"] == self._best_run:
+                out = {"clusters": sum(1 for c in row["cluster-sizes"] if c > 0),
+                       "cluster-sizes": row["cluster-sizes"], "unassigned": row["unassigned"]}
+                out.update({k: float(row[k]) for k in ("ari", "misclustering", "test_accuracy", "test_loss")
+                            if row.get(k) is not None})
+                result.train_metrics_clientapp[int(row["round"]) + 1] = MetricRecord(out)
         result.evaluate_metrics_clientapp[self._log.exchanges] = MetricRecord(
             {k: float("nan") if v is None else float(v) for k, v in scores.items() if k != "choice"})
         return result
@@ -360,7 +382,59 @@ class FlowerStrategy(Strategy):
 
         ``common``: model rows every client gets; ``rows``: each client's own rows; ``each``: each client's own
         settings.  Used by :class:`~nets.flower.backend.FederatedBackend` for every operation on client data.
+        A restarting algorithm's local models asked before are taken from the earlier answers (module docstring).
         """
+        clients = np.asarray(clients, dtype=np.int64)
+        if action != "train.local" or self.on_loss != "raise":
+            return self._exchange(action, clients, config, common=common, rows=rows, each=each)
+        keys = [self._request_key(action, int(c), config, common, None if rows is None else rows[a],
+                                  None if each is None else each[a]) for a, c in enumerate(clients)]
+        kept = np.array([key in self._kept for key in keys], dtype=bool)
+        ask = np.flatnonzero(~kept)
+        self._log.reused += int(kept.sum())
+        if len(ask):
+            ans = self._exchange(action, clients[ask], config, common=common,
+                                 rows=None if rows is None else [rows[a] for a in ask],
+                                 each=None if each is None else [each[a] for a in ask])
+            for pos, a in enumerate(ask):
+                if ans.answered[pos]:
+                    self._kept[keys[a]] = (None if ans.rows is None else ans.rows[pos].copy(),
+                                           {k: v[pos].copy() for k, v in ans.metrics.items()})
+        elif len(clients):
+            log(INFO, "%s: the %d local models of this call were computed before the restart", self.algo,
+                len(clients))
+        answered = np.array([key in self._kept for key in keys], dtype=bool)
+        got = [self._kept[key] for key in keys if key in self._kept]
+        out_rows = None
+        if got and got[0][0] is not None:
+            first = got[0][0]
+            out_rows = np.full((len(clients), *first.shape), np.nan, dtype=first.dtype)
+            for a in np.flatnonzero(answered):
+                out_rows[a] = self._kept[keys[a]][0]
+        metrics = {}
+        for name, value in (got[0][1] if got else {}).items():
+            table = np.full((len(clients), len(value)), np.nan)
+            for a in np.flatnonzero(answered):
+                table[a] = self._kept[keys[a]][1][name]
+            metrics[name] = table
+        return Answers(answered, out_rows, metrics)
+
+    def _request_key(self, action: str, client: int, config: dict, common, rows, each) -> tuple:
+        """What determines a client's answer: the action, the client, the settings and the model rows sent (the
+        minibatch positions only where there are minibatches)."""
+        import hashlib
+
+        ignore = {"exchange"} if self.p["batch_size"] is not None else {"exchange", "call", "cohort", "position"}
+        settings = {k: _plain(v) for k, v in {**config, **(each or {})}.items() if k not in ignore}
+        digest = hashlib.sha1()
+        for part in (common, rows):
+            if part is not None:
+                digest.update(np.ascontiguousarray(part).tobytes())
+        return action, client, json.dumps(settings, sort_keys=True), digest.hexdigest()
+
+    def _exchange(self, action: str, clients: np.ndarray, config: dict, *, common: np.ndarray | None = None,
+                  rows: list[np.ndarray] | None = None, each: list[dict] | None = None) -> Answers:
+        """One exchange of messages with ``clients`` (:meth:`exchange`)."""
         self._log.exchanges += 1
         server_round = self._log.exchanges
         clients = np.asarray(clients, dtype=np.int64)
@@ -471,6 +545,7 @@ class FlowerStrategy(Strategy):
             est = make_estimator(algo, _hyper(p, spec, k, p["init"], 0, rng, monitor, self.algo_params),
                                  explicit=tuple(self.algo_params))
             self.round_labels = monitor.labels
+            self._monitor = monitor
             t0 = time.perf_counter()
             try:
                 est.fit(train)
@@ -502,12 +577,13 @@ class FlowerStrategy(Strategy):
         record.update(train_identity_scores(self.evaluate, res.models, spec.rule, labels))
         if "status" in res.extra:
             record["status"] = str(res.extra["status"])
+        self._best_run = int(res.extra.get("best_run", 0)) if spec.restarts else 0
         if self.history:
-            best = int(res.extra.get("best_run", 0)) if spec.restarts else 0
-            record["history"] = monitor.history(best)
+            record["history"] = monitor.history(self._best_run)
         lg = self._log
         record["flower"] = {"exchanges": lg.exchanges, "messages": lg.messages,
                             "seconds_in_exchanges": round(lg.seconds, 3), "lost": lg.lost, "restarts": lg.restarts,
+                            "reused": lg.reused,
                             "removed_clients": [int(c) for c in np.setdiff1d(np.arange(m), members)],
                             "answered": [list(e) for e in lg.answered],
                             "rounds_without_answers": lg.silent()}
@@ -561,7 +637,12 @@ class _Monitor:
         full[self.members] = labels
         self.labels.append(full)
         scores = _clustering_scores(full, self.truth)
-        row = {"round": t, "run": self._pending, "ari": scores["ari"], "misclustering": scores["misclustering"]}
+        sizes = np.bincount(full[full >= 0], minlength=int(full.max(initial=-1)) + 1)
+        row = {"round": t, "run": self._pending, "ari": scores["ari"], "misclustering": scores["misclustering"],
+               "cluster-sizes": [int(c) for c in sizes], "unassigned": int((full < 0).sum())}
+        log(INFO, "%s round %d%s: %d clusters, sizes %s, %d unassigned, ARI %s", self.strategy.algo, t,
+            f" (run {self._pending})" if self.n_runs > 1 else "", int((sizes > 0).sum()), row["cluster-sizes"],
+            row["unassigned"], "n/a" if scores["ari"] is None else f"{scores['ari']:.3f}")
         due = self.eval_every and ((t + 1) % self.eval_every == 0 or t == self.rounds - 1)
         if due and self.rule != "own" and len(models) > 0:
             scored = self.strategy.evaluate(models, self.rule, full if self.rule == "cluster" else None)

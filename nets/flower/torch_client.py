@@ -44,7 +44,8 @@ def _sgd(params, lr: float) -> torch.optim.Optimizer:
 def torch_client_app(model_fn: Callable[[], nn.Module], data_fn: Callable[[Context], tuple[Loader, Loader]], *,
                      optimizer_fn: Callable[[Any, float], torch.optim.Optimizer] = _sgd,
                      loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = nn.functional.cross_entropy,
-                     local_steps: int = 10, lr: float = 0.1, device: str | torch.device = "cpu") -> ClientApp:
+                     local_steps: int = 10, lr: float = 0.1, device: str | torch.device = "cpu",
+                     keep_batches: bool = True) -> ClientApp:
     """A ``ClientApp`` that keeps the clustered strategies' client contract for ``model_fn()``'s network.
 
     Parameters
@@ -55,23 +56,28 @@ def torch_client_app(model_fn: Callable[[], nn.Module], data_fn: Callable[[Conte
     loss_fn : ``loss_fn(output, y)``, the mean loss of a batch (default cross-entropy).
     local_steps, lr : used when a ``train`` message's config has no ``local-steps`` / ``lr``.
     device : where the network computes.
+    keep_batches : keep each loader's batches (on ``device``) after their first pass, and serve the whole-set
+        passes (losses, gradient, evaluation) and the training steps of a loader that does not shuffle from them:
+        a DataLoader collates its batches sample by sample on every pass, which cost a full-batch client 2-4x its
+        computation (bench/README.md#flower).  A shuffling loader's training steps still come from the loader.
+        ``False`` for data that does not fit in memory.
     """
     app = ClientApp()
     device = torch.device(device)
     cache: dict[str, Any] = {"model": None, "data": {}}
 
-    def setup(context: Context) -> tuple[nn.Module, Loader, Loader, dict]:
+    def setup(context: Context) -> tuple[nn.Module, _Data, _Data, dict]:
         if cache["model"] is None:
             cache["model"] = model_fn().to(device)
         node = int(context.node_id)
         if node not in cache["data"]:
             train, test = data_fn(context)
-            cache["data"][node] = (train, test, _count(train), _count(test))
-        train, test, n_train, n_test = cache["data"][node]
+            cache["data"][node] = (_Data(train, device, keep_batches), _Data(test, device, keep_batches))
+        train, test = cache["data"][node]
         ident = {}
         if "partition-id" in context.node_config:
             ident["partition-id"] = int(context.node_config["partition-id"])
-        return cache["model"], train, test, {"n-train": n_train, "n-test": n_test, **ident}
+        return cache["model"], train, test, {"n-train": train.count(), "n-test": test.count(), **ident}
 
     def load(model: nn.Module, record: ArrayRecord) -> nn.Module:
         model.load_state_dict(record.to_torch_state_dict(), strict=True)
@@ -83,13 +89,12 @@ def torch_client_app(model_fn: Callable[[], nn.Module], data_fn: Callable[[Conte
             content[ARRAYS] = arrays
         return Message(content, reply_to=message)
 
-    def mean_loss(model: nn.Module, loader: Loader) -> tuple[float, float]:
+    def mean_loss(model: nn.Module, data: _Data) -> tuple[float, float]:
         """Mean loss and accuracy over a loader (sample-weighted over its batches)."""
         model.eval()
         total, correct, n = 0.0, 0.0, 0
         with torch.no_grad():
-            for x, y in loader:
-                x, y = x.to(device), y.to(device)
+            for x, y in data.passes():
                 out = model(x)
                 total += float(loss_fn(out, y)) * len(y)
                 if out.ndim == 2 and y.ndim == 1:
@@ -113,11 +118,11 @@ def torch_client_app(model_fn: Callable[[], nn.Module], data_fn: Callable[[Conte
         step_size = float(config.get("lr", lr))
         load(model, message.content[ARRAYS]).train()
         optimizer = optimizer_fn(model.parameters(), step_size)
-        batches, seen = _cycle(train), 0.0
+        batches, seen = train.steps(), 0.0
         for _ in range(steps):  # one minibatch per local step
             x, y = next(batches)
             optimizer.zero_grad()
-            loss = loss_fn(model(x.to(device)), y.to(device))
+            loss = loss_fn(model(x), y)
             loss.backward()
             optimizer.step()
             seen += loss.item()
@@ -133,8 +138,8 @@ def torch_client_app(model_fn: Callable[[], nn.Module], data_fn: Callable[[Conte
         load(model, message.content[ARRAYS]).train()
         model.zero_grad()
         n, total = facts["n-train"], 0.0
-        for x, y in train:  # the full training set: sum of (batch mean loss * batch size) / n
-            loss = loss_fn(model(x.to(device)), y.to(device)) * (len(y) / n)
+        for x, y in train.passes():  # the full training set: sum of (batch mean loss * batch size) / n
+            loss = loss_fn(model(x), y) * (len(y) / n)
             loss.backward()
             total += loss.item()
         params = dict(model.named_parameters())
@@ -160,20 +165,46 @@ def _ident(facts: dict) -> dict:
     return {"partition-id": facts["partition-id"]} if "partition-id" in facts else {}
 
 
-def _count(loader: Loader) -> int:
-    """Samples in a loader: its dataset's length, else one pass over it."""
-    dataset = getattr(loader, "dataset", None)
-    if dataset is not None and hasattr(dataset, "__len__"):
-        return len(dataset)
-    return sum(len(y) for _, y in loader)
+class _Data:
+    """A node's loader: its batches on the device, kept after the first pass where allowed (``keep_batches``)."""
 
+    def __init__(self, loader: Loader, device: torch.device, keep: bool):
+        self.loader, self.device, self.keep = loader, device, keep
+        self._kept: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+        self._n: int | None = None
+        sampler = getattr(loader, "sampler", None)
+        # a loader that draws the same batches in the same order every pass (no shuffling)
+        self.fixed = isinstance(sampler, torch.utils.data.SequentialSampler)
 
-def _cycle(loader: Loader) -> Iterator:
-    """Batches without end: the loader again (reshuffled, for a shuffling DataLoader) when a pass ends."""
-    while True:
-        empty = True
-        for batch in loader:
-            empty = False
-            yield batch
-        if empty:
-            raise ValueError("the train loader yields no batch")
+    def _fresh(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for x, y in self.loader:
+            yield x.to(self.device), y.to(self.device)
+
+    def passes(self) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
+        """One pass over all the batches (order irrelevant: whole-set means)."""
+        if not self.keep:
+            return self._fresh()
+        if self._kept is None:
+            self._kept = list(self._fresh())
+        return self._kept
+
+    def steps(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Batches without end for training steps: the loader again (reshuffled, for a shuffling DataLoader) when
+        a pass ends; the kept batches for a loader that does not shuffle."""
+        while True:
+            empty = True
+            for batch in (self.passes() if self.fixed else self._fresh()):
+                empty = False
+                yield batch
+            if empty:
+                raise ValueError("the train loader yields no batch")
+
+    def count(self) -> int:
+        """Samples in the loader: its dataset's length, else one pass over it."""
+        if self._n is None:
+            dataset = getattr(self.loader, "dataset", None)
+            if dataset is not None and hasattr(dataset, "__len__"):
+                self._n = len(dataset)
+            else:
+                self._n = sum(len(y) for _, y in self.passes())
+        return self._n
