@@ -342,8 +342,14 @@ def campaign_rows(folder: Path = HERE, data_dir: str | None = None) -> tuple[lis
                 seen.add((r.item, r.verdict))
                 art = r.source.split(":")[0]  # "SR-FCA Table 1": the paper and table the pair's values come from
                 methods = [k.rsplit("/", 1)[-1] for k in r.compared.split(";")]
-                rows.append(_protocol(replace(r, item=f"{art}: {r.item} [paper scale]"), cell,
-                                      _stale_for(stale.get(cell.name), cell.paper, methods), methods))
+                row = _protocol(replace(r, item=f"{art}: {r.item} [paper scale]"), cell,
+                                _stale_for(stale.get(cell.name), cell.paper, methods), methods)
+                ledger = ledger_for(cell.folder)
+                suspect = next((x for x in (ledger.suspects if ledger is not None else ())
+                                if x.source in r.source.split("; ")), None)
+                if suspect is not None and head(row.verdict) != STALE:  # an order against a likely misprint
+                    row = replace(row, verdict=f"{SUSPECT} ({suspect.reason})")
+                rows.append(row)
                 continue
             cell = by_source.get(r.source)
             if cell is None or r.verdict.startswith("not run") or r.source in seen and r.stats is None:
