@@ -131,6 +131,9 @@ def test_run_config_of_pyproject_is_a_valid_experiment():
         params_from_run_config({**tool["config"], "round": 3})
     with pytest.raises(ValueError, match="JSON object"):
         params_from_run_config({**tool["config"], "params": "[1]"})
+    # how long the run waits for its SuperNodes comes from the run config (flwr run --run-config start-timeout=60)
+    _, _, options = params_from_run_config({**tool["config"], "start-timeout": 60.0})
+    assert strategy_for(params, **options).start_timeout == 60.0
 
 
 @pytest.mark.parametrize("argv, expect", [

@@ -37,7 +37,8 @@ __all__ = ["RUN_CONFIG", "app", "check_actors", "check_simulation_memory", "para
            "run", "simulate"]
 
 # the keys of [tool.flwr.app.config]; "params" and "algo-params" hold further nets run settings as JSON objects
-RUN_CONFIG = ("algo", "dataset", "clients", "rounds", "seed", "params", "algo-params", "timeout", "record")
+RUN_CONFIG = ("algo", "dataset", "clients", "rounds", "seed", "params", "algo-params", "timeout", "start-timeout",
+              "record")
 # resident memory measured on the 2-core EPYC (Ray 2.55, Flower 1.42, CPU torch) during a run of the embedded digits:
 # one ClientAppActor 640 MiB (Python, torch, Ray's worker, before its copy of the data); Ray's own processes (GCS
 # server, raylet, monitor, dashboard, log monitor, two agents) about 600 MiB; plus the object store of ray_config
@@ -175,7 +176,8 @@ def params_from_run_config(config: dict[str, Any]) -> tuple[dict, dict, dict]:
     for key in ("algo", "dataset", "clients", "rounds", "seed"):
         if key in config:
             params[key] = config[key]
-    options = {"timeout": float(config.get("timeout", 600.0))}
+    options = {"timeout": float(config.get("timeout", 600.0)),
+               "start_timeout": float(config.get("start-timeout", 600.0))}
     return params, obj("algo-params"), options
 
 

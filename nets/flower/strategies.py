@@ -472,11 +472,17 @@ class FlowerStrategy(Strategy):
         """Wait for one SuperNode per client; learn each node's partition, sample counts and true cluster."""
         m = int(self.p["clients"])
         deadline = time.monotonic() + self.start_timeout
+        said = False
         while len(nodes := sorted(int(n) for n in self._grid.get_node_ids())) < m:
             self._check_stop()
+            if not said:  # Flower's log: a run that waits says for what
+                log(INFO, "%s: waiting up to %g s for %d SuperNodes, one per client (%d connected)", self.algo,
+                    self.start_timeout, m, len(nodes))
+                said = True
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{len(nodes)} SuperNodes connected within {self.start_timeout:g} s; the run "
-                                   f"needs one per client ({m})")
+                                   f"needs one per client ({m}): flwr run . --federation-config "
+                                   f"\"num-supernodes={m}\"")
             time.sleep(0.05)
         if len(nodes) != m:
             raise ValueError(f"the federation has {len(nodes)} SuperNodes but the run has {m} clients: run one "
