@@ -62,3 +62,19 @@ def store(_tiny_store, tmp_path):
     shutil.copytree(_tiny_store / "store", tmp_path / "store", ignore=shutil.ignore_patterns(".lock"))
     shutil.copy(_tiny_store / "tiny.toml", tmp_path / "tiny.toml")
     return tmp_path / "tiny.toml", tmp_path / "store"
+
+
+def marked(marker: str) -> list[str]:
+    """``"pid command"`` of the live processes whose environment holds ``CFLAB_TEST_RUN=<marker>`` (a test run's
+    processes, Ray's included: nets.flower.session.marked_processes)."""
+    from nets.flower.session import marked_processes
+
+    out = []
+    for pid in marked_processes(marker, "CFLAB_TEST_RUN"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                command = fh.read().replace(b"\0", b" ").decode(errors="replace")
+            out.append(f"{pid} {command[:80]}")
+        except OSError:
+            continue
+    return out

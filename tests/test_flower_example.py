@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import marked
+
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "examples" / "flower-ifca"
 TINY = "num-server-rounds=2 min-nodes=4 local-steps=2 num-clusters=2 start-timeout=120.0"
@@ -67,21 +69,6 @@ def test_example_is_a_valid_flower_app():
     assert config["tool"]["flwr"]["app"]["config"] == DEFAULTS
 
 
-def _marked(marker: str) -> list[str]:
-    """Live processes whose environment holds ``CFLAB_TEST_RUN=<marker>``."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as fh:
-                if f"CFLAB_TEST_RUN={marker}".encode() not in fh.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                    continue
-            found.append(pid)
-        except OSError:
-            continue
-    return found
 
 
 class _Run:
@@ -118,8 +105,8 @@ class _Run:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
-        for pid in _marked(self.marker):
-            os.kill(int(pid), signal.SIGKILL)
+        for pid in marked(self.marker):
+            os.kill(int(pid.split()[0]), signal.SIGKILL)
 
 
 @pytest.mark.flower
@@ -136,7 +123,7 @@ def test_example_runs_on_the_simulation_engine():
         found = re.search(r"IFCA clusters by partition: \{(.*)\}", text)
         assert found and sorted(int(p) for p in re.findall(r"(\d+): \d", found.group(1))) == [0, 1, 2, 3]
         assert re.search(r"IFCA final test accuracy 0\.\d+", text)
-        assert _marked(run.marker) == []
+        assert marked(run.marker) == []
     finally:
         run.cleanup()
 
@@ -146,14 +133,14 @@ def test_ctrl_c_ends_the_example_with_130_and_no_process():
     run = _Run(TINY.replace("num-server-rounds=2", "num-server-rounds=2000"))
     try:
         run.wait_for(r"IFCA round 1: ")
-        assert _marked(run.marker)  # Ray's processes carry the marker
+        assert marked(run.marker)  # Ray's processes carry the marker
         os.killpg(run.proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole process group
         t0 = time.monotonic()
         code = run.end(60)
         assert code == 130, run.lines[-8:]
         assert time.monotonic() - t0 < 60
         assert "interrupted" in run.lines[-1], run.lines[-5:]
-        assert _marked(run.marker) == []
+        assert marked(run.marker) == []
     finally:
         run.cleanup()
 

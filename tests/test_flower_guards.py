@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import marked
+
 pytest.importorskip("flwr")
 pytest.importorskip("ray")
 
@@ -117,23 +119,6 @@ def test_run_without_answers_fails_in_one_line(capsys, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------- signals, leftovers
-def _marked(marker: str) -> list[str]:
-    """Command lines of the live processes whose environment holds ``CFLAB_TEST_RUN=<marker>``."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as fh:
-                if f"CFLAB_TEST_RUN={marker}".encode() not in fh.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":  # ended, awaiting its parent
-                    continue
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                command = fh.read().replace(b"\0", b" ").decode(errors="replace")
-            found.append(f"{pid} {command[:80]}")
-        except OSError:
-            continue
-    return found
 
 
 class _Run:
@@ -163,7 +148,7 @@ class _Run:
             code = self.proc.wait(timeout=limit)
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
-            for pid in _marked(self.marker):
+            for pid in marked(self.marker):
                 os.kill(int(pid.split()[0]), signal.SIGKILL)
             pytest.fail(f"still running {limit} s after the signal")
         self._reader.join(10)
@@ -173,7 +158,7 @@ class _Run:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
-        for pid in _marked(self.marker):
+        for pid in marked(self.marker):
             os.kill(int(pid.split()[0]), signal.SIGKILL)
 
 
@@ -188,13 +173,13 @@ def test_ctrl_c_ends_the_run_and_its_ray_processes():
     run = _Run("--rounds", "2000", "--verbose")
     try:
         run.wait_for(lambda: any(re.search(r"exchange 3 \(.*round", line) for line in run.lines), "third exchange")
-        assert _marked(run.marker)  # Ray's processes carry the marker
+        assert marked(run.marker)  # Ray's processes carry the marker
         os.killpg(run.proc.pid, signal.SIGINT)
         code, seconds = run.end(END_SECONDS)
         assert code == 130, run.lines[-5:]
         assert run.lines[-1].startswith("python -m nets: interrupted"), run.lines[-5:]
         assert seconds < END_SECONDS
-        assert _marked(run.marker) == []
+        assert marked(run.marker) == []
     finally:
         run.cleanup()
 
@@ -203,13 +188,13 @@ def test_sigterm_ends_the_run_in_one_line():
     """SIGTERM to the driver once Ray's actor runs: exit 143, one line on stderr, no process of the run left."""
     run = _Run("--rounds", "2000")
     try:
-        run.wait_for(lambda: any("ClientAppActor" in p for p in _marked(run.marker)), "simulation actor")
+        run.wait_for(lambda: any("ClientAppActor" in p for p in marked(run.marker)), "simulation actor")
         time.sleep(2.0)
         run.proc.send_signal(signal.SIGTERM)
         code, seconds = run.end(END_SECONDS)
         assert code == 143 and len(run.lines) == 1 and "terminated (SIGTERM)" in run.lines[0], run.lines[-5:]
         assert seconds < END_SECONDS
-        assert _marked(run.marker) == []
+        assert marked(run.marker) == []
     finally:
         run.cleanup()
 
@@ -219,6 +204,6 @@ def test_finished_run_leaves_no_process():
     try:
         code, _ = run.end(600)
         assert code == 0 and run.lines == [], run.lines[-5:]
-        assert _marked(run.marker) == []
+        assert marked(run.marker) == []
     finally:
         run.cleanup()

@@ -80,6 +80,7 @@ from synth.theta import pairwise_distances
 from synth.validation import check_choice, check_int, check_random_state, check_real
 
 from .arrays import Layout, replicate, split_clusters
+from .session import pull_replies
 
 __all__ = ["ARRAYS", "CLoVE", "CONFIG", "ClusteredStrategy", "GRADIENT", "IFCA", "LOSSES", "METRICS", "RoundFailed",
            "RunStopped", "SRFCA", "stop_running"]
@@ -91,10 +92,6 @@ LOSSES = f"{MessageType.QUERY}.losses"
 GRADIENT = f"{MessageType.QUERY}.gradient"
 ARRAYS, CONFIG, METRICS = "arrays", "config", "metrics"
 NUM_EXAMPLES = "num-examples"
-# seconds between two looks for answers: PULL_SECONDS after an answer arrived, doubling up to PULL_SECONDS_MAX while
-# none does (Flower's InMemoryGrid waits a fixed 0.1 s; bench/README.md#flower)
-PULL_SECONDS = 0.005
-PULL_SECONDS_MAX = 0.05
 
 
 # the strategies running in this process (stop_running() ends them, e.g. on Ctrl-C)
@@ -131,21 +128,11 @@ class _StoppableGrid:
         messages = list(messages)
         if not messages:
             return []
-        ids = {str(i) for i in self._grid.push_messages(messages)}
-        end = time.monotonic() + (3600.0 if timeout is None else float(timeout))
-        out: list[Message] = []
-        pause = PULL_SECONDS
-        while True:
-            if self._stop.is_set():
-                raise RunStopped("the strategy was stopped")
-            got = list(self._grid.pull_messages(ids))
-            out.extend(got)
-            ids.difference_update(str(m.metadata.reply_to_message_id) for m in got)
-            left = end - time.monotonic()
-            if not ids or left <= 0:
-                return out
-            time.sleep(min(pause, left))
-            pause = PULL_SECONDS if got else min(2 * pause, max(PULL_SECONDS_MAX, PULL_SECONDS))
+        return pull_replies(self._grid, messages, 3600.0 if timeout is None else float(timeout), self._check)
+
+    def _check(self) -> None:
+        if self._stop.is_set():
+            raise RunStopped("the strategy was stopped")
 
 
 class _Replies:

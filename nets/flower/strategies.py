@@ -77,6 +77,7 @@ from ..functional import FunctionalModel
 from ..models import MODELS, model_factory
 from .backend import Answers, ClientsLost, FederatedBackend
 from .protocol import ARRAYS, CONFIG, EXPERIMENT, METRICS, RESULT, pack, unpack
+from .session import PULL_SECONDS, PULL_SECONDS_MAX, pull_replies
 
 __all__ = ["STRATEGIES", "CLoVEStrategy", "ClientFailed", "FlowerStrategy", "GlobalStrategy", "IFCAStrategy",
            "LocalStrategy", "RunStopped", "SRFCAStrategy", "strategy_for"]
@@ -99,11 +100,6 @@ class RunStopped(RuntimeError):
     """The run was stopped (:meth:`FlowerStrategy.stop`: the simulation was interrupted) during an exchange."""
 
 
-# seconds between two looks for the answers of an exchange: PULL_SECONDS after an answer arrived, doubling up to
-# PULL_SECONDS_MAX while none does.  Flower's InMemoryGrid waits a fixed 0.1 s, half an IFCA round of 20 clients on
-# average over an exchange's two looks (bench/README.md#flower); a run is stopped within PULL_SECONDS_MAX.
-PULL_SECONDS = 0.005
-PULL_SECONDS_MAX = 0.05
 
 
 @dataclass
@@ -242,21 +238,7 @@ class FlowerStrategy(Strategy):
 
     def _send_and_receive(self, messages: list[Message], timeout: float) -> list[Message]:
         """``Grid.send_and_receive`` that a :meth:`stop` ends within :data:`PULL_SECONDS_MAX`."""
-        ids = {str(i) for i in self._grid.push_messages(messages)}
-        end = time.monotonic() + timeout
-        out: list[Message] = []
-        shortest, longest = self.pull_seconds
-        pause = shortest
-        while True:
-            self._check_stop()
-            got = list(self._grid.pull_messages(ids))
-            out.extend(got)
-            ids.difference_update(str(m.metadata.reply_to_message_id) for m in got)
-            left = end - time.monotonic()
-            if not ids or left <= 0:
-                return out
-            time.sleep(min(pause, left))
-            pause = shortest if got else min(2 * pause, max(longest, shortest))
+        return pull_replies(self._grid, messages, timeout, self._check_stop, self.pull_seconds)
 
     # ---------------------------------------------------------------- Flower's Strategy API
     def summary(self) -> None:
