@@ -278,7 +278,8 @@ def fig4(ctx: Context) -> Section:
             table.append({"column": c["column"], "m": c["m"], "n": c["n"], "round": int(t), "identity_accuracy": v})
         cl = claim("IFCA", "rounds-to-identify-mnist")
         got = [f for f in firsts if f is not None]
-        rep = (f"first round with every identity right, per seed: {firsts} (of {rounds} rounds)")
+        per_seed = ", ".join("never" if f is None else str(f) for f in firsts)
+        rep = f"first round with every identity right, per seed: {per_seed} (of {rounds} rounds)"
         reason = substitute_reason(ctx, c["base"], _reduced(ctx, c))  # medium: m / 50 clients, 30 rounds
         if reason is not None:
             verdict = f"not comparable ({reason}" + ("; some seed never identifies every cluster)"
