@@ -22,3 +22,20 @@ def test_matched_distance_of_all_restarts_at_once_is_the_same_floats():
             d[rng.random(d.shape) < 0.1] = np.inf
         want = np.array([_matched(x) for x in d])
         assert np.array_equal(_matched_stack(d), want, equal_nan=True), (k, K, d)
+
+
+def test_clove_clusters_with_one_openmp_thread_through_one_controller():
+    """CLoVE clusters its loss vectors every round with one OpenMP thread; the limiter comes from one controller
+    per process (building one scans every loaded library), and still limits every OpenMP runtime to 1 thread."""
+    import sklearn.cluster  # noqa: F401  (loads scikit-learn's OpenMP runtime, as cluster_vectors does)
+    from threadpoolctl import threadpool_info
+
+    from synth.algorithms import clove
+
+    with clove._one_openmp_thread():
+        openmp = [lib for lib in threadpool_info() if lib["user_api"] == "openmp"]
+        assert openmp and all(lib["num_threads"] == 1 for lib in openmp)
+    first = clove._OPENMP["controller"]
+    with clove._one_openmp_thread():
+        pass
+    assert clove._OPENMP["controller"] is first
