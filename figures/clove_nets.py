@@ -140,9 +140,12 @@ def _setting(ctx: Context, mixing: str, task: str = "classify") -> dict:
     if ctx.size == "quick":
         # the digits pool has ~125 training and ~54 test images per class: 20 training / 8 test samples per
         # client keep every mixing (shared classes of label skew 2, Dirichlet draws of label skew 3) drawable
-        # without replacement; batch 4 keeps 5 minibatches per epoch, as 500 / 100 in the paper
+        # without replacement; batch 4 keeps 5 minibatches per epoch, as 500 / 100 in the paper.  30 rounds (40
+        # before): every method's ARI is settled by round 10, and from round 30 to 40 test accuracy moves by at most
+        # 3 points, alike for every method (one seed, label skews 1 and 3: CLoVE 0.99 / 0.63 -> 0.99 / 0.65, the
+        # global model 0.79 / 0.60 -> 0.80 / 0.63), at three quarters of the CPU time
         return dict(clients=(5 if k == 5 else 4) * k, n_per_client=20, n_test=8, batch_size=4, local_steps=5,
-                    rounds=40)
+                    rounds=30)
     return dict(clients=2 * k, n_per_client=10, n_test=5, batch_size=5, local_steps=2, rounds=3)
 
 
