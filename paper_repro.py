@@ -405,13 +405,24 @@ def _campaign(args, n_jobs: int, argv) -> int:
 
             def stored(res):
                 git_commit_run(res["path"], log)
-        campaign.run_campaign(budget, n_jobs, data_dir=args.data_dir, only=only, hours=hours, command=command,
-                              log=log, device=device, on_stored=stored, backend=args.backend,
-                              scheduler=args.scheduler, cpus=cpus, gpus=gpus)
+        if dask:
+            from figures import campaign_dask
+
+            campaign_dask.run_campaign(budget, data_dir=args.data_dir, only=only, hours=hours, command=command,
+                                       log=log, on_stored=stored, scheduler=args.scheduler, cpus=cpus, gpus=gpus)
+        else:
+            campaign.run_campaign(budget, n_jobs, data_dir=args.data_dir, only=only, hours=hours, command=command,
+                                  log=log, device=device, on_stored=stored)
+    then = None
+    if dask and args.campaign == "plan":  # the table's wall time on the cluster's CPU and GPU workers
+        from figures.campaign_dask import device_plan
+
+        def then(plans, timings):
+            return device_plan(plans, timings, cpus, gpus, root=campaign.HERE, budget_hours=budget)
     # a Dask plan prices what is measured: it times nothing (a cluster's coordinator need not be the timing machine)
     path, text = campaign.refresh(budget, data_dir=args.data_dir, only=only, command=command,
                                   measure_missing=device == "cpu" and not (dask and args.campaign == "plan"), log=log,
-                                  devices=(cpus, gpus) if dask and args.campaign == "plan" else None)
+                                  then=then)
     print(text)
     print(f"manifest: {path}")
     return 0

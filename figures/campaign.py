@@ -986,24 +986,9 @@ def gpu_queue(cell_list: list[Cell], only: list[str] | None, root: Path = HERE) 
     return out
 
 
-def run_campaign(budget_hours: float = BUDGET_HOURS, n_jobs: int = 1, root: Path = HERE, data_dir: str | None = None,
-                 only: list[str] | None = None, hours: float | None = None, command: str = "",
-                 log: Callable[[str], None] = print, device: str = "cpu", gpu_order: bool | None = None,
-                 on_stored: Callable[[dict], None] | None = None, backend: str = "loky", scheduler: object = None,
-                 cpus: int = 1, gpus: int = 0) -> int:
-    """Time the cells not timed yet, then run the queue (see :func:`queue`) with ``n_jobs`` processes, one JSON
-    per finished run; ``only`` restricts to cells whose name contains one of the strings; ``hours`` stops
-    starting runs after that much wall time.  On ``device`` ``"cuda"`` (or with ``gpu_order``) nothing is timed
-    and the CPU budget does not apply: the queue is :func:`gpu_queue`, one run at a time.  ``on_stored`` is
-    called with each finished run's summary.  ``backend`` ``"dask"``: the runs go to the Dask workers of
-    ``scheduler`` (None: a local cluster of ``cpus`` CPU and ``gpus`` GPU workers), see
-    :mod:`figures.campaign_dask`.  Returns the number of runs finished."""
-    from joblib import Parallel, delayed
-
-    if gpu_order is None:
-        gpu_order = device != "cpu"
-    if not gpu_order:
-        read_timings(root)  # a forged or corrupt timings file is refused before any work
+def chosen_cells(only: list[str] | None, root: Path = HERE, data_dir: str | None = None) -> list[Cell]:
+    """The cells of the targets whose data are in ``data_dir``, those whose name contains one of ``only`` (all when
+    None); a name matching no cell is refused (``ValueError`` naming ``--cells``)."""
     check_cells(only, known_cells(root))
     requests, _ = collect(root, data_dir)
     every = cells(requests)  # the cells of the targets whose data are here
@@ -1013,11 +998,26 @@ def run_campaign(budget_hours: float = BUDGET_HOURS, n_jobs: int = 1, root: Path
     if only is not None and not cell_list:
         raise ValueError(f"only (--cells): no cell named by {', '.join(map(repr, only))} has its data in the data "
                          f"directory ({data_dir or 'the default one'}); see the column data of {MANIFEST}")
-    if backend == "dask":  # GPU queue first on GPU workers, the CPU queue on CPU workers; the coordinator stores
-        from .campaign_dask import run_on_dask
+    return cell_list
 
-        return run_on_dask(cell_list, budget_hours, root, data_dir, hours, command, log, scheduler=scheduler,
-                           cpus=cpus, gpus=gpus, on_stored=on_stored)
+
+def run_campaign(budget_hours: float = BUDGET_HOURS, n_jobs: int = 1, root: Path = HERE, data_dir: str | None = None,
+                 only: list[str] | None = None, hours: float | None = None, command: str = "",
+                 log: Callable[[str], None] = print, device: str = "cpu", gpu_order: bool | None = None,
+                 on_stored: Callable[[dict], None] | None = None) -> int:
+    """Time the cells not timed yet, then run the queue (see :func:`queue`) with ``n_jobs`` processes, one JSON
+    per finished run; ``only`` restricts to cells whose name contains one of the strings; ``hours`` stops
+    starting runs after that much wall time.  On ``device`` ``"cuda"`` (or with ``gpu_order``) nothing is timed
+    and the CPU budget does not apply: the queue is :func:`gpu_queue`, one run at a time.  ``on_stored`` is
+    called with each finished run's summary (the Dask runner is :func:`figures.campaign_dask.run_campaign`).
+    Returns the number of runs finished."""
+    from joblib import Parallel, delayed
+
+    if gpu_order is None:
+        gpu_order = device != "cpu"
+    if not gpu_order:
+        read_timings(root)  # a forged or corrupt timings file is refused before any work
+    cell_list = chosen_cells(only, root, data_dir)
     if not gpu_order:
         timings = measure(cell_list, root, data_dir, log=log, budget_hours=budget_hours)
         plans = plan(cell_list, timings, budget_hours, root, data_dir)
@@ -1065,11 +1065,12 @@ _BEGIN, _END = "<!-- campaign summary: begin -->", "<!-- campaign summary: end -
 
 def refresh(budget_hours: float = BUDGET_HOURS, root: Path = HERE, data_dir: str | None = None,
             only: list[str] | None = None, command: str = "", measure_missing: bool = True,
-            log: Callable[[str], None] = print, devices: tuple[int, int] | None = None) -> tuple[Path, str]:
+            log: Callable[[str], None] = print,
+            then: Callable[[list, dict], str] | None = None) -> tuple[Path, str]:
     """Write ``campaign.csv`` and the summary in ``README.md`` (between its campaign markers) from the stored runs
-    and timings, timing the cells not timed yet first when ``measure_missing``; with ``devices`` (CPU workers, GPU
-    workers) the returned text ends with the table's wall time on them (:func:`figures.campaign_dask.device_plan`,
-    not written to ``README.md``)."""
+    and timings, timing the cells not timed yet first when ``measure_missing``; ``then(plans, timings)``, when given,
+    returns text appended to the returned text only (not written to ``README.md``), as the Dask plan's wall time on
+    its workers (:func:`figures.campaign_dask.device_plan`)."""
     timings = read_timings(root)  # a forged or corrupt file is refused before the minute of collecting
     requests, _ = collect(root, data_dir)
     cell_list = cells(requests)
@@ -1091,8 +1092,6 @@ def refresh(budget_hours: float = BUDGET_HOURS, root: Path = HERE, data_dir: str
         heading = "" if "## The paper-scale campaign" in body else "## The paper-scale campaign (`campaign.csv`)\n\n"
         body = body.rstrip() + "\n\n" + heading + block + "\n"
     write_text_atomic(readme, body)
-    if devices is not None:
-        from .campaign_dask import device_plan
-
-        text += "\n\n" + device_plan(plans, timings, *devices, root=root, budget_hours=budget_hours)
+    if then is not None:
+        text += "\n\n" + then(plans, timings)
     return path, text

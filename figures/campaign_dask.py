@@ -662,6 +662,18 @@ def _client(scheduler: Any, cpus: int, gpus: int) -> Iterator[Any]:
         yield client
 
 
+def run_campaign(budget_hours: float = campaign.BUDGET_HOURS, root: Path = campaign.HERE, data_dir: str | None = None,
+                 only: list[str] | None = None, hours: float | None = None, command: str = "",
+                 log: Callable[[str], None] = print, scheduler: Any = None, cpus: int = 1, gpus: int = 0,
+                 on_stored: Callable[[dict], None] | None = None) -> int:
+    """The campaign on Dask workers: the cells of :func:`figures.campaign.chosen_cells`, then :func:`run_on_dask`
+    (the GPU queue first on GPU workers, the CPU queue on CPU workers; the coordinator stores).  Returns the number
+    of runs stored."""
+    cell_list = campaign.chosen_cells(only, root, data_dir)
+    return run_on_dask(cell_list, budget_hours, root, data_dir, hours, command, log, scheduler=scheduler,
+                       cpus=cpus, gpus=gpus, on_stored=on_stored)
+
+
 def run_on_dask(cell_list: list[campaign.Cell], budget_hours: float, root: Path, data_dir: str | None,
                 hours: float | None, command: str, log: Callable[[str], None] = print, scheduler: Any = None,
                 cpus: int = 1, gpus: int = 0, on_stored: Callable[[dict], None] | None = None,

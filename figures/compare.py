@@ -17,38 +17,17 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from synth.store import write_text_atomic
 
 from .published import Claim, Published
+from .rows import Row
+from .verdicts import PaperNumber, judge_numbers, number_test, number_verdict
 
 __all__ = ["Row", "build_section", "claim_row", "fmt", "markdown_table", "not_run_row", "numeric_row", "write_rows",
            "trend_verdict", "write_table"]
-
-
-@dataclass
-class Row:
-    """One line of a comparison table."""
-
-    item: str
-    paper: str
-    reproduced: str
-    difference: str
-    verdict: str
-    source: str = ""
-    note: str = ""
-    compared: str = ""  # keys of the published numbers an ordering row compares (';'-separated), for the headline
-    # (mean, std, n) of the reproduced number at the paper's scale (x scale), for tests against the paper's ±
-    stats: tuple | None = None
-    # a reproduced number at the paper's setting: the published number it is tested against (value, pm, decimals,
-    # paper's seeds, what its ± is; figures.verdicts.PaperNumber), for the tests with Holm over its table
-    paper_number: tuple | None = None
-    # the protocol class of a paper-scale row (figures.protocol: "same", "deviates", ""), and whether the headline
-    # counts it (False for a published value's second protocol, shown beside the counted row)
-    protocol: str = ""
-    counted: bool = True
 
 
 def fmt(value: float | None, pm: float | None = None, decimals: int = 2) -> str:
@@ -83,8 +62,6 @@ def numeric_row(item: str, pub: Published | None, mean: float | None, std: float
     if comparable is not None:
         return Row(item, fmt(pub.value, pub.pm, decimals), rep, f"{diff:+.{decimals}f}",
                    f"not comparable ({comparable})", pub.source(), note, stats=(m, s, n))
-    from .verdicts import PaperNumber, number_test, number_verdict
-
     paper = PaperNumber(*pub.paper_number())
     verdict = number_verdict(number_test(m, s, n, paper), paper)
     return Row(item, fmt(pub.value, pub.pm, decimals), rep, f"{diff:+.{decimals}f}", verdict, pub.source(), note,
@@ -122,8 +99,6 @@ def markdown_table(rows: list[Row], source: bool = False) -> str:
 def write_rows(rows: list[Row], path: Path) -> str:
     """Write the comparison rows as CSV (every field, source and note included; the numbers of one table judged
     together, :func:`figures.verdicts.judge_numbers`); returns the file name."""
-    from .verdicts import judge_numbers
-
     rows = judge_numbers(rows)
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(asdict(rows[0]) if rows else Row("", "", "", "", "").__dict__),
@@ -167,8 +142,6 @@ def build_section(title: str, intro: str, folder: str, figures: list[tuple[str, 
         caption = " ".join(str(caption).split())  # one line: an image's alt text may not break
         parts += [f"![{caption}]({folder}/{png})", "", f"*{caption}* ([PDF]({folder}/{png[:-4]}.pdf))", ""]
     if rows:
-        from .verdicts import judge_numbers
-
         rows = judge_numbers(rows)  # the numbers of one table are tested together (Holm)
         parts += ["**Paper vs toolkit**", "", markdown_table(rows), ""]
     if extra:

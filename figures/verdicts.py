@@ -34,7 +34,7 @@ from itertools import combinations
 
 import numpy as np
 
-from .compare import Row
+from .rows import Row
 
 __all__ = ["AGREES", "ALPHA", "DIFFERS", "HEADS", "MIN_SEEDS", "NOT_RESOLVED", "SHOWN", "STALE", "SUSPECT",
            "NumberTest", "PaperNumber", "all_of", "best_claim", "compare_pair", "counted", "detectable_gap",
