@@ -78,3 +78,59 @@ def marked(marker: str) -> list[str]:
         except OSError:
             continue
     return out
+
+
+class MarkedRun:
+    """A command in a process of its own (own session and process group) whose processes carry
+    ``CFLAB_TEST_RUN=<marker>`` (:func:`marked` finds them, Ray's included), one of its streams read as it comes
+    into ``lines`` (``stream="stdout"`` merges stderr into it)."""
+
+    def __init__(self, argv: list[str], cwd, stream: str = "stderr", **env: str):
+        import subprocess
+        import threading
+        import uuid
+
+        self.marker = uuid.uuid4().hex
+        env = dict(os.environ, OMP_NUM_THREADS="1", CFLAB_TEST_RUN=self.marker, **env)
+        err = subprocess.STDOUT if stream == "stdout" else subprocess.PIPE
+        self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=err, text=True,
+                                     start_new_session=True)
+        self.lines: list[str] = []
+        source = self.proc.stdout if stream == "stdout" else self.proc.stderr
+        self._reader = threading.Thread(target=lambda: self.lines.extend(source), daemon=True)
+        self._reader.start()
+
+    def wait_for(self, condition, what: str, limit: float = 300.0) -> None:
+        """Until ``condition()`` holds; fails if the run ends first or after ``limit`` seconds."""
+        import time
+
+        deadline = time.monotonic() + limit
+        while not condition():
+            assert self.proc.poll() is None, f"the run ended before {what}: {self.lines[-8:]}"
+            assert time.monotonic() < deadline, f"no {what} within {limit} s"
+            time.sleep(0.2)
+
+    def end(self, limit: float) -> int:
+        """The exit code; fails (after killing every marked process) if the run is still going after ``limit`` s."""
+        import subprocess
+
+        try:
+            code = self.proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            self.cleanup()
+            pytest.fail(f"still running after {limit} s: {self.lines[-8:]}")
+        self._reader.join(10)
+        return code
+
+    def cleanup(self) -> None:
+        """Kill the run's process group and every marked process left."""
+        import signal
+
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        for pid in marked(self.marker):
+            try:
+                os.kill(int(pid.split()[0]), signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -9,17 +9,14 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 import sys
-import threading
 import time
 import tomllib
-import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import marked
+from tests.conftest import MarkedRun, marked
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "examples" / "flower-ifca"
@@ -71,49 +68,17 @@ def test_example_is_a_valid_flower_app():
 
 
 
-class _Run:
-    """``python -m nets.flower.runner`` on the example in a session of its own, its output read as it comes."""
-
-    def __init__(self, run_config: str, supernodes: int = 4):
-        self.marker = uuid.uuid4().hex
-        env = dict(os.environ, OMP_NUM_THREADS="1", CFLAB_TEST_RUN=self.marker, FLWR_TELEMETRY_ENABLED="0")
-        self.proc = subprocess.Popen([sys.executable, "-m", "nets.flower.runner", str(APP), "--num-supernodes",
-                                      str(supernodes), "--run-config", run_config], cwd=ROOT, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True)
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)
-        self._reader.start()
-
-    def wait_for(self, pattern: str, limit: float = 300.0) -> None:
-        deadline = time.monotonic() + limit
-        while not any(re.search(pattern, line) for line in self.lines):
-            assert self.proc.poll() is None, f"the run ended before {pattern!r}: {self.lines[-8:]}"
-            assert time.monotonic() < deadline, f"no {pattern!r} within {limit} s"
-            time.sleep(0.2)
-
-    def end(self, limit: float) -> int:
-        try:
-            code = self.proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            self.cleanup()
-            pytest.fail(f"still running after {limit} s: {self.lines[-8:]}")
-        self._reader.join(10)
-        return code
-
-    def cleanup(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-        for pid in marked(self.marker):
-            os.kill(int(pid.split()[0]), signal.SIGKILL)
+def _run(run_config: str, supernodes: int = 4) -> MarkedRun:
+    """``python -m nets.flower.runner`` on the example, its output (stdout and stderr) read as it comes."""
+    return MarkedRun([sys.executable, "-m", "nets.flower.runner", str(APP), "--num-supernodes", str(supernodes),
+                      "--run-config", run_config], ROOT, stream="stdout", FLWR_TELEMETRY_ENABLED="0")
 
 
 @pytest.mark.flower
 def test_example_runs_on_the_simulation_engine():
     """Four SuperNodes, two rounds: every round logs its clusters, the app ends with each partition's cluster and
     the test accuracy, exit 0, and no process of the run is left."""
-    run = _Run(TINY)
+    run = _run(TINY)
     try:
         code = run.end(600)
         text = "".join(run.lines)
@@ -130,9 +95,9 @@ def test_example_runs_on_the_simulation_engine():
 
 @pytest.mark.flower
 def test_ctrl_c_ends_the_example_with_130_and_no_process():
-    run = _Run(TINY.replace("num-server-rounds=2", "num-server-rounds=2000"))
+    run = _run(TINY.replace("num-server-rounds=2", "num-server-rounds=2000"))
     try:
-        run.wait_for(r"IFCA round 1: ")
+        run.wait_for(lambda: any(re.search(r"IFCA round 1: ", line) for line in run.lines), "round 1")
         assert marked(run.marker)  # Ray's processes carry the marker
         os.killpg(run.proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole process group
         t0 = time.monotonic()

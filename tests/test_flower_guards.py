@@ -13,16 +13,13 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 import sys
-import threading
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import marked
+from tests.conftest import MarkedRun, marked
 
 pytest.importorskip("flwr")
 pytest.importorskip("ray")
@@ -121,45 +118,14 @@ def test_run_without_answers_fails_in_one_line(capsys, monkeypatch):
 # ---------------------------------------------------------------------------------------------- signals, leftovers
 
 
-class _Run:
-    """``python -m nets flower`` in a process of its own (own session and process group), its stderr read as it
-    comes, its processes marked."""
+def _run(*flags: str) -> MarkedRun:
+    """``python -m nets flower`` with its stderr read as it comes."""
+    return MarkedRun([sys.executable, "-m", "nets", "flower", *SMALL, *flags], ROOT)
 
-    def __init__(self, *flags: str):
-        self.marker = uuid.uuid4().hex
-        env = dict(os.environ, OMP_NUM_THREADS="1", CFLAB_TEST_RUN=self.marker)
-        self.proc = subprocess.Popen([sys.executable, "-m", "nets", "flower", *SMALL, *flags], cwd=ROOT, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     start_new_session=True)
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stderr), daemon=True)
-        self._reader.start()
 
-    def wait_for(self, condition, what: str, limit: float = 300.0) -> None:
-        deadline = time.monotonic() + limit
-        while not condition():
-            assert self.proc.poll() is None, f"the run ended before {what}: {self.lines[-5:]}"
-            assert time.monotonic() < deadline, f"no {what} within {limit} s"
-            time.sleep(0.2)
-
-    def end(self, limit: float) -> tuple[int, float]:
-        t0 = time.monotonic()
-        try:
-            code = self.proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            for pid in marked(self.marker):
-                os.kill(int(pid.split()[0]), signal.SIGKILL)
-            pytest.fail(f"still running {limit} s after the signal")
-        self._reader.join(10)
-        return code, time.monotonic() - t0
-
-    def cleanup(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-        for pid in marked(self.marker):
-            os.kill(int(pid.split()[0]), signal.SIGKILL)
+def _end(run: MarkedRun, limit: float) -> tuple[int, float]:
+    t0 = time.monotonic()
+    return run.end(limit), time.monotonic() - t0
 
 
 # seconds a signalled run may take to end: ~2 s unloaded (Ray's shutdown 1.3 s, the interpreter's exit), 5-7 s at a
@@ -170,12 +136,12 @@ END_SECONDS = 30.0
 def test_ctrl_c_ends_the_run_and_its_ray_processes():
     """A terminal's Ctrl-C (SIGINT to the whole process group, Ray's processes included) after the rounds began:
     exit 130 within seconds, and no process of the run left."""
-    run = _Run("--rounds", "2000", "--verbose")
+    run = _run("--rounds", "2000", "--verbose")
     try:
         run.wait_for(lambda: any(re.search(r"exchange 3 \(.*round", line) for line in run.lines), "third exchange")
         assert marked(run.marker)  # Ray's processes carry the marker
         os.killpg(run.proc.pid, signal.SIGINT)
-        code, seconds = run.end(END_SECONDS)
+        code, seconds = _end(run, END_SECONDS)
         assert code == 130, run.lines[-5:]
         assert run.lines[-1].startswith("python -m nets: interrupted"), run.lines[-5:]
         assert seconds < END_SECONDS
@@ -186,12 +152,12 @@ def test_ctrl_c_ends_the_run_and_its_ray_processes():
 
 def test_sigterm_ends_the_run_in_one_line():
     """SIGTERM to the driver once Ray's actor runs: exit 143, one line on stderr, no process of the run left."""
-    run = _Run("--rounds", "2000")
+    run = _run("--rounds", "2000")
     try:
         run.wait_for(lambda: any("ClientAppActor" in p for p in marked(run.marker)), "simulation actor")
         time.sleep(2.0)
         run.proc.send_signal(signal.SIGTERM)
-        code, seconds = run.end(END_SECONDS)
+        code, seconds = _end(run, END_SECONDS)
         assert code == 143 and len(run.lines) == 1 and "terminated (SIGTERM)" in run.lines[0], run.lines[-5:]
         assert seconds < END_SECONDS
         assert marked(run.marker) == []
@@ -200,9 +166,9 @@ def test_sigterm_ends_the_run_in_one_line():
 
 
 def test_finished_run_leaves_no_process():
-    run = _Run("--rounds", "1", "--json")
+    run = _run("--rounds", "1", "--json")
     try:
-        code, _ = run.end(600)
+        code = run.end(600)
         assert code == 0 and run.lines == [], run.lines[-5:]
         assert marked(run.marker) == []
     finally:
