@@ -139,6 +139,48 @@ def test_lost_client_leaves_the_aggregate(strategy, how):
     assert row["answered"] == 3 and row["lost"] == 1
 
 
+@pytest.mark.parametrize("strategy", ["ifca", "clove"])
+def test_gradient_averaging_steps_along_the_gradients_that_arrived(strategy):
+    """averaging="gradient" (IFCA option I, CLoVE option II): node 2 (partition 1) is lost in the gradient
+    exchange; each model steps by lr along its answering clients' gradients (IFCA: each scaled by 1/|M_t|, the 3
+    that answered; CLoVE: num-examples-weighted within the model)."""
+    counts = {0: 10, 1: 30, 2: 10, 3: 30}
+    grid = InlineGrid(toy_app(TWO_GROUPS, counts), 4, fault=fails(2, GRADIENT))
+    cls = IFCA if strategy == "ifca" else CLoVE
+    s = cls(n_clusters=2, lr=0.25, averaging="gradient", evaluate_every=0)
+    start = [np.array([1.0, 0.0]), np.array([-1.0, 0.0])]
+    result = s.start(grid, toy_models(*start), num_rounds=1, timeout=0.5)
+    models = Layout(ArrayRecord({"w": Array(np.zeros(2))})).stack(split_clusters(result.arrays))
+    by_part = {s.partitions[n]: c for n, c in s.labels.items()}
+    c0, c1 = by_part[0], by_part[2]
+    assert by_part[1] == c0 and by_part[3] == c1 and c0 != c1
+    g = {p: 2.0 * (start[c0 if p < 2 else c1] - TWO_GROUPS[p]) for p in range(4)}
+    if strategy == "ifca":
+        want0, want1 = start[c0] - 0.25 / 3 * g[0], start[c1] - 0.25 / 3 * (g[2] + g[3])
+    else:
+        want0, want1 = start[c0] - 0.25 * g[0], start[c1] - 0.25 * (10 / 40 * g[2] + 30 / 40 * g[3])
+    assert np.allclose(models[c0], want0, rtol=0, atol=1e-12) and np.allclose(models[c1], want1, rtol=0, atol=1e-12)
+    assert [(rnd, t, n) for rnd, t, n, _ in s.lost] == [(1, GRADIENT, 2)]
+
+
+def test_clove_random_first_round_draws_from_the_seed():
+    """first_round="random": round 1 gives each client the model the generator draws (as the estimator does), not
+    the loss-vector clustering; later rounds cluster."""
+    rng = np.random.default_rng(3)
+    want = copy.deepcopy(rng).integers(2, size=4)
+    s = CLoVE(n_clusters=2, lr=0.25, local_steps=1, first_round="random", seed=rng, evaluate_every=0)
+    grid = InlineGrid(toy_app(TWO_GROUPS), 4)
+    s.start(grid, toy_models([1.0, 0.0], [-1.0, 0.0]), num_rounds=2)
+    first = s.history[0]["labels"]
+    assert [first[n] for n in sorted(first, key=lambda n: s.partitions[n])] == want.tolist()
+    last = {s.partitions[n]: c for n, c in s.history[1]["labels"].items()}
+    assert last[0] == last[1] != last[2] == last[3]
+    with pytest.raises(ValueError, match="first_round"):
+        CLoVE(n_clusters=2, first_round="guess")
+    with pytest.raises(ValueError, match="averaging"):
+        IFCA(n_clusters=2, averaging="median")
+
+
 def test_client_lost_before_its_choice_leaves_the_round_and_returns():
     grid = InlineGrid(toy_app(TWO_GROUPS), 4, fault=fails(3, LOSSES, rounds=(1,)))
     s = IFCA(n_clusters=2, local_steps=1, lr=0.25, evaluate_every=0)
@@ -380,9 +422,10 @@ def user_app():
     torch.set_num_threads(threads)
 
 
-@pytest.mark.parametrize("algo", ["ifca", "clove", "srfca"])
-def test_user_model_clusters_as_nets_run_every_round(algo, user_app, monkeypatch):
-    params = {**BASE, "algo": algo, **(SRFCA_PARAMS if algo == "srfca" else {})}
+@pytest.mark.parametrize("algo, averaging", [("ifca", "model"), ("clove", "model"), ("srfca", "model"),
+                                             ("ifca", "gradient"), ("clove", "gradient")])
+def test_user_model_clusters_as_nets_run_every_round(algo, averaging, user_app, monkeypatch):
+    params = {**BASE, "algo": algo, "averaging": averaging, **(SRFCA_PARAMS if algo == "srfca" else {})}
     want, drawn = _nets_run(params, monkeypatch)
     grid = InlineGrid(user_app, BASE["clients"])
     if algo == "srfca":
@@ -392,7 +435,7 @@ def test_user_model_clusters_as_nets_run_every_round(algo, user_app, monkeypatch
         decided = [1 + r * 5 for r in range(3)]  # ONE_SHOT and the end of each REFINE: C_0, C_1, C_2
     else:
         cls = IFCA if algo == "ifca" else CLoVE
-        s = cls(n_clusters=4, local_steps=2, lr=0.3, seed=drawn["rng"], evaluate_every=0)
+        s = cls(n_clusters=4, local_steps=2, lr=0.3, seed=drawn["rng"], evaluate_every=0, averaging=averaging)
         s.start(grid, stack_clusters([_record(v) for v in drawn["init"][0]]), num_rounds=3)
         decided = [1, 2, 3]
     got = []

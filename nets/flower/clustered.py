@@ -12,15 +12,15 @@ strategy::
 :meth:`configure_train` -> ``grid.send_and_receive`` -> :meth:`aggregate_train` -> :meth:`configure_evaluate` ->
 :meth:`aggregate_evaluate`; the ``arrays`` passed from round to round are the cluster models, stacked.  What the
 clients must answer (``docs/flower-contract.md``): Flower's ``train`` and ``evaluate`` messages, plus
-``query.losses`` (the losses of the cluster models on the client's training data) and, for SR-FCA,
-``query.gradient``.  :func:`nets.flower.torch_client.torch_client_app` makes such a ClientApp from any PyTorch
-``nn.Module`` and DataLoaders.
+``query.losses`` (the losses of the cluster models on the client's training data) and, for SR-FCA and gradient
+averaging, ``query.gradient``.  :func:`nets.flower.torch_client.torch_client_app` makes such a ClientApp from any
+PyTorch ``nn.Module`` and DataLoaders.
 
 Each algorithm exists once, in :mod:`synth.algorithms`; these strategies call its steps on the numbers the
 clients return (flat float64 vectors of the models, :class:`~nets.flower.arrays.Layout`):
 
-* IFCA (IFCA journal Alg. 2, model averaging): :func:`~synth.algorithms.common.group_argmin` (each client's
-  cluster identity: its lowest-loss model), :func:`~synth.algorithms.common.one_hot_runs` and
+* IFCA (IFCA journal Alg. 2, model or gradient averaging): :func:`~synth.algorithms.common.group_argmin` (each
+  client's cluster identity: its lowest-loss model), :func:`~synth.algorithms.common.one_hot_runs` and
   :func:`~synth.algorithms.common.apply_round` (each model the mean of its clients' updates; a model no client
   chose stays put).  A round asks the losses inside :meth:`configure_train` (the grid is its argument), then
   sends each client its model to train.
@@ -64,6 +64,7 @@ from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 from flwr.supercore import log
 
 from synth.algorithms.clove import CLoVE as _CLoVEEstimator
+from synth.algorithms.clove import used_models
 from synth.algorithms.common import apply_round, assignment_weights, group_argmin, one_hot_runs
 from synth.algorithms.srfca import (
     DISTS,
@@ -71,6 +72,7 @@ from synth.algorithms.srfca import (
     client_distances,
     cluster_distances,
     merge,
+    merge_weights,
     one_shot,
     recluster,
     trimmed_mean_gd,
@@ -92,6 +94,7 @@ LOSSES = f"{MessageType.QUERY}.losses"
 GRADIENT = f"{MessageType.QUERY}.gradient"
 ARRAYS, CONFIG, METRICS = "arrays", "config", "metrics"
 NUM_EXAMPLES = "num-examples"
+AVERAGINGS = ("model", "gradient")
 
 
 # the strategies running in this process (stop_running() ends them, e.g. on Ctrl-C)
@@ -474,10 +477,15 @@ def _train_losses(ok: dict[int, RecordDict]) -> dict[int, tuple[float, float]]:
 class _AssignThenTrain(ClusteredStrategy):
     """IFCA and CLoVE: the losses of every model, the server's assignment, the assigned model trained, averaged."""
 
-    def __init__(self, n_clusters: int, **options):
+    def __init__(self, n_clusters: int, *, averaging: str = "model", **options):
         super().__init__(**options)
         self.n_clusters = check_int("n_clusters", n_clusters, low=1)
+        self.averaging = check_choice("averaging", averaging, AVERAGINGS)
         self._round: dict = {}
+        self._server_round = 0
+
+    def _settings(self) -> dict:
+        return {"averaging": self.averaging, **super()._settings()}
 
     def _n_models(self) -> int:
         return self.n_clusters
@@ -493,6 +501,7 @@ class _AssignThenTrain(ClusteredStrategy):
         """Ask the sampled nodes for the losses of every cluster model (``query.losses``), assign each node a
         model by the algorithm's rule, and return Flower's ``train`` message of each node: its model."""
         self._round_lost = set()
+        self._server_round = server_round
         records = split_clusters(arrays)
         self.models = self.layout.stack(records)
         k = len(records)
@@ -506,24 +515,31 @@ class _AssignThenTrain(ClusteredStrategy):
         self._round = {"asked": len(nodes), "nodes": got, "assign": assign, "objective": objective}
         config = ConfigRecord({**config, "server-round": server_round, "local-steps": self.local_steps,
                                "lr": self.lr})
-        return self._messages(TRAIN, {node: RecordDict({ARRAYS: records[j], CONFIG: ConfigRecord(
+        # gradient averaging: each client's gradient at its model (query.gradient); model averaging: its update
+        kind = GRADIENT if self.averaging == "gradient" else TRAIN
+        return self._messages(kind, {node: RecordDict({ARRAYS: records[j], CONFIG: ConfigRecord(
             {**config, "cluster": int(j)})}) for node, j in zip(got, assign, strict=True)})
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None,
                                                                                      MetricRecord | None]:
-        """Each cluster model becomes the average of the updates that arrived from its clients; a model none
-        of whose clients answered stays as it was."""
+        """Model averaging: each cluster model becomes the average of the updates that arrived from its clients.
+        Gradient averaging: each cluster model takes one step of size ``lr`` along its clients' weighted gradients
+        (:func:`~synth.algorithms.common.apply_round`).  A model none of whose clients answered stays as it was."""
         r = self._round
-        ok = self._collect(server_round, TRAIN, replies)
+        gradient = self.averaging == "gradient"
+        ok = self._collect(server_round, GRADIENT if gradient else TRAIN, replies)
         keep = [a for a, node in enumerate(r["nodes"]) if node in ok]
         nodes = [r["nodes"][a] for a in keep]
         assign = r["assign"][keep]
         if nodes:
-            updates = np.stack([self.layout.flatten(ok[n][ARRAYS]) for n in nodes])
+            values = np.stack([self.layout.flatten(ok[n][ARRAYS]) for n in nodes])
             counts = np.array([float(ok[n][METRICS].get(NUM_EXAMPLES, 1)) for n in nodes])
             W = self._weights(assign, counts)
-            self.models = apply_round(_Replies(self.layout.n_params, counts, updates=updates), self.models, W,
-                                      np.ones(len(self.models)), "model", self.local_steps)
+            replies = _Replies(self.layout.n_params, counts, **{"gradients" if gradient else "updates": values})
+            k = len(self.models)
+            self.models = apply_round(replies, self.models, W, np.full(k, self.lr if gradient else 1.0),
+                                      self.averaging, self.local_steps,
+                                      gradient=replies.combine(W, values) if gradient else None)
         self._after_round(r)
         metrics = self._train_metrics(server_round, r["asked"], len(nodes), {"objective": r["objective"]},
                                       _train_losses(ok))
@@ -534,14 +550,17 @@ class _AssignThenTrain(ClusteredStrategy):
 
 
 class IFCA(_AssignThenTrain):
-    """IFCA (Ghosh et al., IFCA journal Alg. 2, option II: model averaging) for any model and ClientApp.
+    """IFCA (Ghosh et al., IFCA journal Alg. 2; option I gradient averaging, option II model averaging) for any
+    model and ClientApp.
 
     Each round every sampled client reports the loss of each of the ``n_clusters`` models on its training data
     (``query.losses``); the server gives it the model of lowest loss (its cluster identity,
-    :func:`synth.algorithms.common.group_argmin`); the client trains it for ``local_steps`` steps (``train``);
-    each model becomes the plain mean of its clients' models (IFCA's average over ``S_j``,
+    :func:`synth.algorithms.common.group_argmin`).  ``averaging="model"`` (option II): the client trains it for
+    ``local_steps`` steps (``train``) and each model becomes the plain mean of its clients' models (IFCA's average
+    over ``S_j``).  ``averaging="gradient"`` (option I): the client returns its gradient at the model
+    (``query.gradient``) and each model steps by ``lr / |M_t|`` times the sum of its clients' gradients (both
     :func:`synth.algorithms.common.apply_round`).  Parameters as :class:`ClusteredStrategy`, plus ``n_clusters``
-    (k).
+    (k) and ``averaging``.  One initialisation: IFCA's restarts (``n_init`` of ``nets run``) are not offered here.
     """
 
     algorithm = "IFCA"
@@ -553,27 +572,34 @@ class IFCA(_AssignThenTrain):
         return group_argmin(losses, len(self.models))[:, 0]
 
     def _weights(self, assign: np.ndarray, counts: np.ndarray) -> np.ndarray:
-        # IFCA's weights: one-hot at the chosen model; apply_round averages each model's clients uniformly
-        return one_hot_runs(assign[:, None], len(self.models))
+        # IFCA's weights: one-hot at the chosen model; model averaging averages each model's clients uniformly,
+        # gradient averaging scales every client's gradient by 1/|M_t| (the clients that answered), as Alg. 1
+        scale = 1.0 / max(len(assign), 1) if self.averaging == "gradient" else 1.0
+        return one_hot_runs(assign[:, None], len(self.models), scale)
 
 
 class CLoVE(_AssignThenTrain):
-    """CLoVE (Bhatia et al., Alg. 1, option I: model averaging) for any model and ClientApp.
+    """CLoVE (Bhatia et al., Alg. 1; option I model averaging, option II gradient averaging) for any model and
+    ClientApp.
 
     Each round every sampled client reports its loss vector (the losses of all models, ``query.losses``); the
     server clusters the loss vectors and matches client clusters to models (CLoVE's own step, with its options
-    ``sqrt_loss``, ``clustering``, ``matching``, ``kmeans_n_init``); each client trains its model and each model
-    becomes the ``num-examples``-weighted mean of its clients' models.  ``n_clusters=None`` is the unknown-K mode
-    of :class:`synth.algorithms.clove.CLoVE` (``max_clusters`` models, pruned in rounds where every client
-    answered).
+    ``sqrt_loss``, ``clustering``, ``matching``, ``kmeans_n_init``; ``first_round="random"`` gives each client a
+    random model in round 1, as the estimator's option); each client trains its model (``averaging="model"``) and
+    each model becomes the ``num-examples``-weighted mean of its clients' models, or each client returns its
+    gradient (``averaging="gradient"``) and each model steps by ``lr`` along the ``num-examples``-weighted mean
+    gradient.  ``n_clusters=None`` is the unknown-K mode of :class:`synth.algorithms.clove.CLoVE`
+    (``max_clusters`` models, pruned in rounds where every client answered).
     """
 
     algorithm = "CLoVE"
 
     def __init__(self, n_clusters: int | None = 2, *, max_clusters: int = 8, sqrt_loss: bool = False,
-                 clustering: str = "kmeans", matching: bool = True, kmeans_n_init: int = 10, **options):
+                 clustering: str = "kmeans", matching: bool = True, kmeans_n_init: int = 10,
+                 first_round: str = "evaluation", **options):
         self._estimator = _CLoVEEstimator(n_clusters=n_clusters, max_clusters=max_clusters, sqrt_loss=sqrt_loss,
-                                          clustering=clustering, matching=matching, kmeans_n_init=kmeans_n_init)
+                                          clustering=clustering, matching=matching, kmeans_n_init=kmeans_n_init,
+                                          first_round=first_round)
         # the estimator's own checks of these hyper-parameters (a ValueError naming the parameter)
         self._estimator._validate_params()
         super().__init__(max_clusters if n_clusters is None else n_clusters, **options)
@@ -582,9 +608,14 @@ class CLoVE(_AssignThenTrain):
     def _settings(self) -> dict:
         est = self._estimator
         return {"n_clusters": est.n_clusters, "max_clusters": est.max_clusters, "sqrt_loss": est.sqrt_loss,
-                "clustering": est.clustering, "matching": est.matching, **super()._settings()}
+                "clustering": est.clustering, "matching": est.matching, "first_round": est.first_round,
+                **super()._settings()}
 
     def _assign(self, losses: np.ndarray) -> np.ndarray:
+        if self._server_round == 1 and self._estimator.first_round == "random":
+            # CLoVE's random first round (the estimator's draw from the same generator): a random model per client
+            self._round_k = len(self.models)
+            return self._rng.integers(len(self.models), size=len(losses))
         assign, k = self._estimator._assign(losses, self._rng)
         self._round_k = k
         return assign
@@ -595,8 +626,8 @@ class CLoVE(_AssignThenTrain):
     def _after_round(self, r: dict) -> None:
         every = len(r["nodes"]) == len(self._nodes()) and not self._round_lost
         if self.unknown_k and every and len(r["assign"]):
-            used = np.unique(r["assign"])
-            if len(used) < len(self.models):  # the estimator's pruning: models no client cluster was matched to
+            used = used_models(r["assign"], len(self.models))  # the estimator's pruning
+            if used is not None:
                 relabel = np.full(len(self.models), -1, dtype=np.int64)
                 relabel[used] = np.arange(len(used))
                 self.models = self.models[used]
@@ -820,11 +851,8 @@ class SRFCA(ClusteredStrategy):
                               self.threshold, self.min_size, sizes)
         new = np.where(reclustered >= 0, merged_id[np.maximum(reclustered, 0)], -1)
         C_new = int(merged_id.max(initial=-1)) + 1
-        if C_new:  # Alg. 4: the merged model is the plain average of its component clusters' models
-            A = np.zeros((C, C_new))
-            keep = merged_id >= 0
-            A[np.flatnonzero(keep), merged_id[keep]] = 1.0
-            self.models = (A / A.sum(0, keepdims=True)).T @ omega
+        if C_new:
+            self.models = replies.combine(merge_weights(merged_id), omega)
         else:
             self.models = np.zeros((0, self.layout.n_params))
         self.labels.update({n: int(c) for n, c in zip(nodes, new, strict=True)})

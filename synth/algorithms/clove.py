@@ -29,7 +29,7 @@ from .common import answered, apply_round, assignment_weights, default_scheme, i
 from .params import POSITIVE, Boolean, Estimator, Int, Options, shared
 from .result import FitResult, History, Monitor
 
-__all__ = ["CLoVE", "cluster_vectors", "loss_vectors", "match_clusters", "order_by_smallest_client"]
+__all__ = ["CLoVE", "cluster_vectors", "loss_vectors", "match_clusters", "order_by_smallest_client", "used_models"]
 
 CLUSTERINGS = ("kmeans", "agglomerative")
 FIRST_ROUNDS = ("random", "evaluation")
@@ -114,6 +114,12 @@ def _one_openmp_thread():
     if _OPENMP.get("pid") != os.getpid():
         _OPENMP.update(pid=os.getpid(), controller=ThreadpoolController())
     return _OPENMP["controller"].limit(limits=1, user_api="openmp")
+
+
+def used_models(assign: np.ndarray, n_models: int) -> np.ndarray | None:
+    """CLoVE's unknown-K pruning: the models some client cluster was matched to, in order (None when all are)."""
+    used = np.unique(assign)
+    return None if len(used) == n_models else used
 
 
 class CLoVE(Estimator):
@@ -252,8 +258,8 @@ class CLoVE(Estimator):
         Only rounds with every client taking part prune, since with partial
         participation a cluster may merely be absent from the round.
         """
-        used = np.unique(assign)
-        if len(used) == n_models:
+        used = used_models(assign, n_models)
+        if used is None:
             return models, n_models
         return backend.take(models, used), len(used)
 

@@ -34,6 +34,7 @@ __all__ = [
     "client_distances",
     "local_models",
     "merge",
+    "merge_weights",
     "one_shot",
     "recluster",
     "trimmed_mean_gd",
@@ -140,11 +141,23 @@ def merge(cluster_dist: np.ndarray, threshold: float, min_size: int, cluster_siz
     return _components(adjacency, sizes, min_size)
 
 
-# ------------------------------------------------------------------ distances
+def merge_weights(merged_id: np.ndarray) -> np.ndarray:
+    """SR-FCA Alg. 4: the merged model is the plain average of its component clusters' models, as ``(C, C')``
+    weights for ``combine`` (``merged_id[c]`` is cluster ``c``'s merged cluster, -1 for one dropped)."""
+    merged_id = np.asarray(merged_id, dtype=np.int64)
+    C_new = int(merged_id.max(initial=-1)) + 1
+    A = np.zeros((len(merged_id), C_new))
+    ok = merged_id >= 0
+    A[np.flatnonzero(ok), merged_id[ok]] = 1.0
+    return A / np.maximum(A.sum(0, keepdims=True), 1.0)
+
+
 def local_models(backend: ModelBackend, method: str, steps: int, lr: float) -> Models:
     """ONE_SHOT's local models ``w_{i,T}``: exact ERM or ``T`` local GD steps from 0 (SR-FCA Alg. 1)."""
     return backend.local_models(method, steps, lr)
 
+
+# ------------------------------------------------------------------ distances
 
 def client_distances(backend: ModelBackend, local: Models, dist: str, losses: np.ndarray | None = None) -> np.ndarray:
     """``(m, m)`` distances between the clients' local models: ``l2`` or Def. 5.1's ``(f_i(w_j) + f_j(w_i)) / 2``.
@@ -394,12 +407,7 @@ class SRFCA(Estimator):
         C_new = int(merged_id.max(initial=-1)) + 1
         if C_new == 0:
             return new_labels, view.from_numpy(np.zeros((0, view.n_params))), reclustered
-        # Alg. 4: the merged model is the plain average of its component clusters' models
-        A = np.zeros((C, C_new))
-        ok = merged_id >= 0
-        A[np.flatnonzero(ok), merged_id[ok]] = 1.0
-        A /= A.sum(0, keepdims=True)
-        return new_labels, view.combine(A, omega), reclustered
+        return new_labels, view.combine(merge_weights(merged_id), omega), reclustered
 
     def _cluster_means(self, backend, local, labels):
         C = int(labels.max(initial=-1)) + 1
