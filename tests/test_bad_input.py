@@ -322,6 +322,8 @@ EXEMPT = {
     "synth.algorithms.srfca.client_distances": "building block of SRFCA; inputs validated by SRFCA.fit",
     "synth.algorithms.srfca.client_cluster_distances": "building block of SRFCA; inputs validated by SRFCA.fit",
     "synth.algorithms.srfca.cluster_distances": "building block of SRFCA; inputs validated by SRFCA.fit",
+    "synth.algorithms.srfca.merge_weights": "building block of SRFCA; takes merge()'s validated output",
+    "synth.algorithms.clove.used_models": "building block of CLoVE; takes the assignment of its own _assign",
     "synth.algorithms.clove.CLoVE": "covered as synth.algorithms.CLoVE",
     "synth.algorithms.clove.cluster_vectors": "building block of CLoVE; inputs validated by CLoVE.fit",
     "synth.algorithms.clove.order_by_smallest_client": "building block of CLoVE; inputs validated by CLoVE.fit",

@@ -8,8 +8,10 @@ Left alone, a Ctrl-C raised in the main thread leaves the ServerApp thread waiti
 
 * starts Ray itself (``run_simulation`` then reuses the running instance) in a temporary directory of its own,
   with a marker unique to the run in the environment that every Ray process inherits (:data:`MARKER`);
-* while the run lasts, turns SIGINT and SIGTERM in the main thread into :class:`Interrupted` (a
-  ``KeyboardInterrupt``), once: a second signal during the clean-up is ignored, so the clean-up finishes;
+* while the run lasts, turns SIGINT and SIGTERM into :class:`Interrupted` (a ``KeyboardInterrupt``), once: the
+  run is stopped from a thread of its own (the strategies leave their exchange, the actors end) and the main
+  thread raises when Flower's run has ended, never inside Ray's code (:class:`_Signals`); a second signal during
+  the clean-up is ignored, so the clean-up finishes;
 * at the end -- finished, failed or interrupted -- shuts Ray down, ends every process that carries the run's
   marker (SIGTERM, then SIGKILL after a grace period) and removes the temporary directory.
 
@@ -18,6 +20,7 @@ Only a SIGKILL of the driver itself cannot be handled: Ray's processes then end 
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import os
 import shutil
@@ -34,6 +37,8 @@ __all__ = ["MARKER", "Interrupted", "marked_processes", "ray_session"]
 
 # the environment variable whose value (unique per run) every process of the run's Ray instance inherits
 MARKER = "CFLAB_FLOWER_RUN"
+# seconds a run stopped by a signal gets to end by itself before its main thread is interrupted
+STOP_GRACE_SECONDS = 10.0
 # seconds Ray's processes get to end after SIGTERM before they are killed
 GRACE_SECONDS = 3.0
 
@@ -104,19 +109,55 @@ def end_processes(value: str, grace: float = GRACE_SECONDS) -> list[int]:
     return pids
 
 
-class _Signals:
-    """SIGINT/SIGTERM -> :class:`Interrupted` in the main thread, the first time only."""
+def _in_ray(frame) -> bool:
+    """Whether the main thread's current Python stack runs inside Ray's package."""
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).split(".", 1)[0] == "ray":
+            return True
+        frame = frame.f_back
+    return False
 
-    def __init__(self) -> None:
+
+class _Signals:
+    """SIGINT/SIGTERM during a run, the first time only.  Without ``on_signal``, :class:`Interrupted` is raised in
+    the main thread at once.  With it, the run is stopped from a thread of its own (``on_signal``: the strategies
+    leave their exchange and the actors end, so Flower's run ends by itself), and :class:`Interrupted` is raised
+    in the main thread only where it is not inside Ray's code: raising there (e.g. while it waits on actors still
+    starting) ended the process with Ray's "core worker has already been shutdown", exit 1.  A run still going
+    ``grace`` seconds later is interrupted (re-signalled every half second until the main thread is out of Ray)."""
+
+    def __init__(self, on_signal: Callable[[], None] | None = None, grace: float = 0.0) -> None:
         self.received: int | None = None
         self.saved: dict[int, Any] = {}
         self.active = threading.current_thread() is threading.main_thread()
+        self.on_signal, self.grace = on_signal, grace
+        self.finished = threading.Event()  # the run's body has ended (set by ray_session)
+        self.forcing = False  # the run did not end by itself: raise at the next chance outside Ray
 
     def handler(self, signum: int, frame) -> None:
+        if self.forcing and self.received is not None and self.received > 0:
+            if not _in_ray(frame):
+                self.forcing = False
+                raise Interrupted(self.received)
+            return
         if self.received is not None:  # already stopping: let the clean-up finish
             return
         self.received = signum
-        raise Interrupted(signum)
+        if self.on_signal is None:
+            raise Interrupted(signum)
+        threading.Thread(target=self._stop, name="cflab-stop-run", daemon=True).start()
+
+    def _stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.on_signal()
+        if self.finished.wait(self.grace):
+            return
+        self.forcing = True
+        while self.forcing and not self.finished.wait(0.5):
+            _thread.interrupt_main()  # SIGINT's handler above, in the main thread
+
+    def interrupted(self) -> bool:
+        return self.received is not None and self.received > 0
 
     def install(self) -> None:
         if not self.active:  # signal handlers can only be set from the main thread
@@ -136,6 +177,21 @@ class _Signals:
                 signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
 
 
+def end_actors(value: str) -> list[int]:
+    """SIGKILL the Ray worker processes (actors, ``ray::...``) marked with ``value``; returns them."""
+    pids = []
+    for pid in marked_processes(value):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if not fh.read().startswith(b"ray::"):
+                    continue
+            os.kill(pid, signal.SIGKILL)
+            pids.append(pid)
+        except OSError:
+            continue
+    return pids
+
+
 @contextlib.contextmanager
 def ray_session(init_args: dict[str, Any], on_stop: Callable[[], None] | None = None) -> Iterator[str]:
     """A new local Ray instance for one Flower run (module docstring); yields the run's marker value.
@@ -145,8 +201,23 @@ def ray_session(init_args: dict[str, Any], on_stop: Callable[[], None] | None = 
     """
     import ray
 
-    signals = _Signals()
+    # a signal stops the run through on_stop (raising in the main thread while it waits inside Ray's code, e.g. on
+    # actors still starting, ended the process with Ray's "core worker has already been shutdown", exit 1)
     value = uuid.uuid4().hex
+
+    import ray._private.worker as ray_worker
+
+    printer = ray_worker.print_to_stdstream
+
+    def stop_run() -> None:
+        if on_stop is not None:
+            on_stop()
+        # a Flower worker waiting on an actor (one still starting) gets its error at once; the raylet's notices of
+        # the actors so ended ("A worker died ...") would reach stdout, so Ray's printer is silent until Ray stops
+        ray_worker.print_to_stdstream = lambda *args, **kwargs: None
+        end_actors(value)
+
+    signals = _Signals(stop_run if on_stop is not None else None, STOP_GRACE_SECONDS)
     temp = tempfile.mkdtemp(prefix="cflab-ray-")  # short: Ray's socket paths live under it
     before = os.environ.get(MARKER)
     signals.install()
@@ -162,8 +233,18 @@ def ray_session(init_args: dict[str, Any], on_stop: Callable[[], None] | None = 
             else:
                 os.environ[MARKER] = before
         signals.install()  # ray.init replaced the SIGTERM handler with its own
-        yield value
+        try:
+            yield value
+        except BaseException:
+            signals.finished.set()
+            if signals.interrupted():  # the run stopped by the signal ends with its error: Interrupted
+                raise Interrupted(signals.received) from None
+            raise
+        signals.finished.set()
+        if signals.interrupted():
+            raise Interrupted(signals.received)
     finally:
+        signals.finished.set()
         signals.hold()
         try:
             if on_stop is not None:
@@ -172,6 +253,7 @@ def ray_session(init_args: dict[str, Any], on_stop: Callable[[], None] | None = 
                 ray.shutdown()
             end_processes(value)
         finally:
+            ray_worker.print_to_stdstream = printer
             shutil.rmtree(temp, ignore_errors=True)
             signals.restore()
 
