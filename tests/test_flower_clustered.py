@@ -113,21 +113,29 @@ TWO_GROUPS = {p: np.array([5.0, 0.0]) if p < 2 else np.array([-5.0, 0.0]) for p 
 
 
 # ------------------------------------------------------------------ lost clients leave the aggregate
-@pytest.mark.parametrize("strategy", ["ifca", "clove"])
-@pytest.mark.parametrize("how", ["fail", "drop"])
-def test_lost_client_leaves_the_aggregate(strategy, how):
-    """Nodes 1, 2 (partitions 0, 1) are cluster 0; node 2 is lost in training: cluster 0's model is node 1's
-    update, not its average with the model node 2 was sent."""
+def _two_group_round(strategy: str, lost, **options):
+    """One round of IFCA or CLoVE on TWO_GROUPS (partitions 0, 1 and 2, 3; 10, 30, 10, 30 examples) from two
+    models; node 2 (partition 1) is lost by ``lost``.  Returns the run's strategy, result, final models, the
+    starts and the clusters ``c0`` (partitions 0, 1) and ``c1`` (2, 3)."""
     counts = {0: 10, 1: 30, 2: 10, 3: 30}
-    grid = InlineGrid(toy_app(TWO_GROUPS, counts), 4, fault=fails(2, TRAIN, how=how))
+    grid = InlineGrid(toy_app(TWO_GROUPS, counts), 4, fault=lost)
     cls = IFCA if strategy == "ifca" else CLoVE
-    s = cls(n_clusters=2, local_steps=1, lr=0.25, evaluate_every=0)
+    s = cls(n_clusters=2, lr=0.25, evaluate_every=0, **options)
     start = [np.array([1.0, 0.0]), np.array([-1.0, 0.0])]
     result = s.start(grid, toy_models(*start), num_rounds=1, timeout=0.5)
     models = Layout(ArrayRecord({"w": Array(np.zeros(2))})).stack(split_clusters(result.arrays))
     by_part = {s.partitions[n]: c for n, c in s.labels.items()}
     c0, c1 = by_part[0], by_part[2]
     assert by_part[1] == c0 and by_part[3] == c1 and c0 != c1
+    return s, result, models, start, c0, c1
+
+
+@pytest.mark.parametrize("strategy", ["ifca", "clove"])
+@pytest.mark.parametrize("how", ["fail", "drop"])
+def test_lost_client_leaves_the_aggregate(strategy, how):
+    """Nodes 1, 2 (partitions 0, 1) are cluster 0; node 2 is lost in training: cluster 0's model is node 1's
+    update, not its average with the model node 2 was sent."""
+    s, result, models, start, c0, c1 = _two_group_round(strategy, fails(2, TRAIN, how=how), local_steps=1)
     survivor = toy_update(start[c0], TWO_GROUPS[0], 1, 0.25)
     assert np.array_equal(models[c0], survivor)
     # the other cluster: both updates, weighted as the algorithm weighs (IFCA: equally; CLoVE: by num-examples)
@@ -144,16 +152,7 @@ def test_gradient_averaging_steps_along_the_gradients_that_arrived(strategy):
     """averaging="gradient" (IFCA option I, CLoVE option II): node 2 (partition 1) is lost in the gradient
     exchange; each model steps by lr along its answering clients' gradients (IFCA: each scaled by 1/|M_t|, the 3
     that answered; CLoVE: num-examples-weighted within the model)."""
-    counts = {0: 10, 1: 30, 2: 10, 3: 30}
-    grid = InlineGrid(toy_app(TWO_GROUPS, counts), 4, fault=fails(2, GRADIENT))
-    cls = IFCA if strategy == "ifca" else CLoVE
-    s = cls(n_clusters=2, lr=0.25, averaging="gradient", evaluate_every=0)
-    start = [np.array([1.0, 0.0]), np.array([-1.0, 0.0])]
-    result = s.start(grid, toy_models(*start), num_rounds=1, timeout=0.5)
-    models = Layout(ArrayRecord({"w": Array(np.zeros(2))})).stack(split_clusters(result.arrays))
-    by_part = {s.partitions[n]: c for n, c in s.labels.items()}
-    c0, c1 = by_part[0], by_part[2]
-    assert by_part[1] == c0 and by_part[3] == c1 and c0 != c1
+    s, _, models, start, c0, c1 = _two_group_round(strategy, fails(2, GRADIENT), averaging="gradient")
     g = {p: 2.0 * (start[c0 if p < 2 else c1] - TWO_GROUPS[p]) for p in range(4)}
     if strategy == "ifca":
         want0, want1 = start[c0] - 0.25 / 3 * g[0], start[c1] - 0.25 / 3 * (g[2] + g[3])
