@@ -9,9 +9,15 @@ IFCA on ``digits-rotated`` (k = 4, model averaging, tau = 10 local steps, full p
 * ``cli-poll-0.1``: ``nets flower``'s strategy polling for answers every 0.1 s (the code before this change);
 * ``cli``: ``nets flower``'s strategy with the adaptive poll (5 ms after an answer, doubling to 50 ms);
 * ``clustered``: :class:`nets.flower.clustered.IFCA` + :func:`nets.flower.torch_client.torch_client_app` (an
-  ``nn.Module``, full-batch DataLoaders) under ``run_simulation``;
-* ``inline``: the same strategy and ClientApp on :class:`nets.flower.inline.InlineGrid` (no Flower engine, no
-  Ray): what cflab's strategy and client helper cost by themselves;
+  ``nn.Module``, full-batch DataLoaders) under ``run_simulation``, one message per client and round (the client
+  trains its lowest-loss model, ``client_choice=True``);
+* ``clustered-two``: the same with ``client_choice=False``: two exchanges a round (the losses, then the chosen
+  model), as before the client's choice;
+* ``inline``, ``inline-two``: the same strategy and ClientApp on :class:`nets.flower.inline.InlineGrid` (no
+  Flower engine, no Ray): what cflab's strategy and client helper cost by themselves;
+* ``floor``: Flower's engine alone: the same exchange of one message per client and round (the k models, about
+  230 KB, in; one model out) to a ClientApp that answers at once without computing -- what no strategy or client
+  code can remove;
 * ``inline-no-keep``: ``inline`` with the helper's ``keep_batches=False`` (every pass collated by the
   DataLoader again, as before the helper kept batches).
 
@@ -45,7 +51,8 @@ from nets.experiment import run_experiment  # noqa: E402
 # (label, clients, samples per client): the command of the README, and the same problem at 20 and 100 clients
 # (digits-rotated's pools hold 12 distinct images per client at 100 clients)
 CONFIGS = {"20-n100": (20, 100), "20-n12": (20, 12), "100-n12": (100, 12)}
-PATHS = ("nets", "cli-poll-0.1", "cli", "clustered", "inline", "inline-no-keep")
+PATHS = ("nets", "cli-poll-0.1", "cli", "floor", "clustered-two", "clustered", "inline-two", "inline",
+         "inline-no-keep")
 K, TAU, LR = 4, 10, 0.1
 
 
@@ -85,27 +92,44 @@ def measure_cli(params: dict, actors: int, polls: dict[str, tuple[float, float]]
     return out
 
 
-def _user_app(params: dict, keep_batches: bool = True):
-    """A PyTorch ClientApp over ``nets run``'s partitions (the MLP as a plain nn.Sequential, full-batch loaders)."""
+_FEDERATIONS: dict[str, tuple] = {}
+
+
+def _federation(params: dict) -> tuple:
+    """``nets run``'s federation of ``params`` (built once per process): the partitions' arrays and sizes."""
     import numpy as np
+
+    import nets.experiment as experiment
+
+    key = json.dumps(params, sort_keys=True)
+    if key not in _FEDERATIONS:
+        p = experiment.validate_params(params)
+        data_ss, _, _ = np.random.SeedSequence(p["seed"]).spawn(3)
+        fed, _ = experiment._federation_that_fits(p, data_ss, explicit_n=True)
+        _FEDERATIONS[key] = (fed.X, fed.y, fed.n_samples, fed.X_test, fed.y_test, fed.n_test,
+                             int(np.prod(fed.X.shape[2:])), int(fed.n_classes))
+    return _FEDERATIONS[key]
+
+
+def _user_app(params: dict, keep_batches: bool = True):
+    """A PyTorch ClientApp over ``nets run``'s partitions (the MLP as a plain nn.Sequential, full-batch loaders).
+
+    Each process builds the federation from ``params`` once and each node takes its partition, as a Flower app
+    loads its partition where it runs: Flower's ``run_simulation`` pickles the ClientApp into its actor with every
+    message, and an app whose closure held the federation's arrays sent 1.07 MB with each (23 ms to pickle)."""
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
 
-    import nets.experiment as experiment
     from nets.flower.torch_client import torch_client_app
 
-    p = experiment.validate_params(params)
-    data_ss, _, _ = np.random.SeedSequence(p["seed"]).spawn(3)
-    fed, _ = experiment._federation_that_fits(p, data_ss, explicit_n=True)
-    X, y, n_train = fed.X, fed.y, fed.n_samples
-    Xt, yt, n_test = fed.X_test, fed.y_test, fed.n_test
-    d = int(np.prod(X.shape[2:]))
+    d, n_classes = _federation(params)[6:]
 
     def model():
-        return nn.Sequential(nn.Flatten(), nn.Linear(d, 200), nn.ReLU(), nn.Linear(200, int(fed.n_classes)))
+        return nn.Sequential(nn.Flatten(), nn.Linear(d, 200), nn.ReLU(), nn.Linear(200, n_classes))
 
     def data(context):
         torch.set_num_threads(1)
+        X, y, n_train, Xt, yt, n_test, _, _ = _federation(params)
         i = int(context.node_config["partition-id"])
         n, nt = int(n_train[i]), int(n_test[i])
         train = TensorDataset(torch.as_tensor(X[i][:n]), torch.as_tensor(y[i][:n]))
@@ -115,7 +139,7 @@ def _user_app(params: dict, keep_batches: bool = True):
     return model, torch_client_app(model, data, keep_batches=keep_batches)
 
 
-def _timed_ifca(rounds: int):
+def _timed_ifca(rounds: int, client_choice: bool = True):
     from nets.flower.clustered import IFCA
 
     class Timed(IFCA):
@@ -130,7 +154,7 @@ def _timed_ifca(rounds: int):
             self.stamps.append(time.perf_counter())
             return out
 
-    return Timed(n_clusters=K, local_steps=TAU, lr=LR, evaluate_every=rounds + 1, seed=0)
+    return Timed(n_clusters=K, local_steps=TAU, lr=LR, evaluate_every=rounds + 1, seed=0, client_choice=client_choice)
 
 
 def _clustered_row(strategy, result, t_end: float, rounds: int) -> dict:
@@ -140,7 +164,8 @@ def _clustered_row(strategy, result, t_end: float, rounds: int) -> dict:
             "test_accuracy": None if last is None else last["eval-acc"]}
 
 
-def measure_clustered(params: dict, actors: int, inline: bool, keep_batches: bool = True) -> dict:
+def measure_clustered(params: dict, actors: int, inline: bool, keep_batches: bool = True,
+                      client_choice: bool = True) -> dict:
     from flwr.app import ArrayRecord, Context
     from flwr.serverapp import Grid, ServerApp
 
@@ -152,7 +177,7 @@ def measure_clustered(params: dict, actors: int, inline: bool, keep_batches: boo
     model, client_app = _user_app(params, keep_batches)
     torch.manual_seed(0)
     initial = stack_clusters([ArrayRecord(model().state_dict()) for _ in range(K)])
-    strategy = _timed_ifca(rounds)
+    strategy = _timed_ifca(rounds, client_choice)
     strategy.min_available_nodes = m
     got: dict = {}
     t0 = time.perf_counter()
@@ -170,8 +195,53 @@ def measure_clustered(params: dict, actors: int, inline: bool, keep_batches: boo
         run_app(server, client_app, m, actors=actors)
     row = _clustered_row(strategy, got["result"], got["end"], rounds)
     row["wall_s"] = time.perf_counter() - t0
-    row["messages_per_round"] = 2 * m  # the losses query and the train message of each client
+    # the client's choice: one train message per client; else the losses query and then the train message
+    row["messages_per_round"] = m if client_choice else 2 * m
     return row
+
+
+def measure_floor(params: dict, actors: int) -> dict:
+    """Flower's engine without computation: ``rounds + 1`` exchanges of one message per client carrying IFCA's k
+    models (the first exchange warms the actors), answered at once with one model."""
+    import numpy as np
+    from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+    from flwr.clientapp import ClientApp
+    from flwr.serverapp import Grid, ServerApp
+
+    from nets.flower.arrays import stack_clusters
+    from nets.flower.runner import run_app
+    from nets.flower.session import pull_replies
+
+    rounds, m = params["rounds"], params["clients"]
+    model, _ = _user_app(params)
+    state = {k: v.numpy() for k, v in model().state_dict().items()}
+    models = stack_clusters([ArrayRecord({k: Array(v) for k, v in state.items()}) for _ in range(K)])
+    echo = ClientApp()
+
+    @echo.train()
+    def answer(message: Message, context: Context) -> Message:
+        return Message(RecordDict({"arrays": ArrayRecord({k: Array(v) for k, v in state.items()}),
+                                   "metrics": MetricRecord({"num-examples": 1})}), reply_to=message)
+
+    stamps: list[float] = []
+    server = ServerApp()
+
+    @server.main()
+    def main(grid: Grid, context: Context) -> None:
+        while len(list(grid.get_node_ids())) < m:
+            time.sleep(0.05)
+        for r in range(rounds + 1):
+            messages = [Message(RecordDict({"arrays": models, "config": ConfigRecord({"server-round": r + 1})}),
+                                dst_node_id=node, message_type="train") for node in sorted(grid.get_node_ids())]
+            if len(pull_replies(grid, messages, 600.0, lambda: None)) != m:
+                raise RuntimeError("the engine lost an answer")
+            stamps.append(time.perf_counter())
+
+    t0 = time.perf_counter()
+    run_app(server, echo, m, actors=actors)
+    fit = stamps[-1] - stamps[0]
+    return {"fit_s": fit, "after_startup_s": fit, "wall_s": time.perf_counter() - t0, "test_accuracy": None,
+            "messages_per_round": m, "median_exchange_s": float(np.median(np.diff(stamps)))}
 
 
 def measure(clients: int, n: int, rounds: int, actors: int, paths: list[str]) -> dict:
@@ -184,10 +254,12 @@ def measure(clients: int, n: int, rounds: int, actors: int, paths: list[str]) ->
         from nets.flower.strategies import PULL_SECONDS, PULL_SECONDS_MAX
 
         rows.update(measure_cli(params, actors, {k: v or (PULL_SECONDS, PULL_SECONDS_MAX) for k, v in polls.items()}))
-    if "clustered" in paths:
-        rows["clustered"] = measure_clustered(params, actors, inline=False)
-    if "inline" in paths:
-        rows["inline"] = measure_clustered(params, actors, inline=True)
+    if "floor" in paths:
+        rows["floor"] = measure_floor(params, actors)
+    for label, inline, choice in (("clustered-two", False, False), ("clustered", False, True),
+                                  ("inline-two", True, False), ("inline", True, True)):
+        if label in paths:
+            rows[label] = measure_clustered(params, actors, inline=inline, client_choice=choice)
     if "inline-no-keep" in paths:
         rows["inline-no-keep"] = measure_clustered(params, actors, inline=True, keep_batches=False)
     ref = rows.get("nets")

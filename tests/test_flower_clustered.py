@@ -59,25 +59,37 @@ def toy_app(targets: dict[int, np.ndarray], counts: dict[int, int] | None = None
             content["arrays"] = arrays
         return Message(content, reply_to=message)
 
+    def all_losses(message: Message, t: np.ndarray) -> list[float]:
+        return [float(((r["w"].numpy() - t) ** 2).sum()) for r in split_clusters(message.content["arrays"])]
+
+    def chosen(message: Message, t: np.ndarray) -> tuple[np.ndarray, dict]:
+        """The model sent, or with choose="lowest-loss" the lowest-loss one of those sent, and what to report."""
+        if message.content["config"].get("choose") != "lowest-loss":
+            return message.content["arrays"]["w"].numpy(), {}
+        out = all_losses(message, t)
+        j = int(np.argmin(out))
+        return split_clusters(message.content["arrays"])[j]["w"].numpy(), {"losses": out, "cluster": j}
+
     @app.query("losses")
     def losses(message: Message, context: Context) -> Message:
         p, t, n = facts(context)
-        out = [float(((r["w"].numpy() - t) ** 2).sum()) for r in split_clusters(message.content["arrays"])]
-        return reply(message, {"losses": out, "num-examples": n, "partition-id": p})
+        return reply(message, {"losses": all_losses(message, t), "num-examples": n, "partition-id": p})
 
     @app.train()
     def train(message: Message, context: Context) -> Message:
         p, t, n = facts(context)
         cfg = message.content["config"]
-        w = toy_update(message.content["arrays"]["w"].numpy(), t, int(cfg["local-steps"]), float(cfg["lr"]))
-        return reply(message, {"num-examples": n, "partition-id": p, "train-loss": float(((w - t) ** 2).sum())},
-                     ArrayRecord({"w": Array(w)}))
+        w, choice = chosen(message, t)
+        w = toy_update(w, t, int(cfg["local-steps"]), float(cfg["lr"]))
+        return reply(message, {"num-examples": n, "partition-id": p, "train-loss": float(((w - t) ** 2).sum()),
+                               **choice}, ArrayRecord({"w": Array(w)}))
 
     @app.query("gradient")
     def gradient(message: Message, context: Context) -> Message:
         p, t, n = facts(context)
-        w = message.content["arrays"]["w"].numpy()
-        return reply(message, {"num-examples": n, "partition-id": p}, ArrayRecord({"w": Array(2.0 * (w - t))}))
+        w, choice = chosen(message, t)
+        return reply(message, {"num-examples": n, "partition-id": p, **choice},
+                     ArrayRecord({"w": Array(2.0 * (w - t))}))
 
     @app.evaluate()
     def evaluate(message: Message, context: Context) -> Message:
@@ -113,24 +125,29 @@ TWO_GROUPS = {p: np.array([5.0, 0.0]) if p < 2 else np.array([-5.0, 0.0]) for p 
 
 
 # ------------------------------------------------------------------ lost clients leave the aggregate
+STRATEGIES = {"ifca": (IFCA, {}), "ifca-server-choice": (IFCA, {"client_choice": False}), "clove": (CLoVE, {})}
+
+
 def _two_group_round(strategy: str, lost, **options):
-    """One round of IFCA or CLoVE on TWO_GROUPS (partitions 0, 1 and 2, 3; 10, 30, 10, 30 examples) from two
-    models; node 2 (partition 1) is lost by ``lost``.  Returns the run's strategy, result, final models, the
-    starts and the clusters ``c0`` (partitions 0, 1) and ``c1`` (2, 3)."""
+    """One round of IFCA (the client's choice, or the server's) or CLoVE on TWO_GROUPS (partitions 0, 1 and 2,
+    3; 10, 30, 10, 30 examples) from two models; node 2 (partition 1) is lost by ``lost``.  Returns the run's
+    strategy, result, final models, the starts and the clusters ``c0`` (partitions 0, 1) and ``c1`` (2, 3)."""
     counts = {0: 10, 1: 30, 2: 10, 3: 30}
     grid = InlineGrid(toy_app(TWO_GROUPS, counts), 4, fault=lost)
-    cls = IFCA if strategy == "ifca" else CLoVE
-    s = cls(n_clusters=2, lr=0.25, evaluate_every=0, **options)
+    cls, more = STRATEGIES[strategy]
+    s = cls(n_clusters=2, lr=0.25, evaluate_every=0, **more, **options)
     start = [np.array([1.0, 0.0]), np.array([-1.0, 0.0])]
     result = s.start(grid, toy_models(*start), num_rounds=1, timeout=0.5)
     models = Layout(ArrayRecord({"w": Array(np.zeros(2))})).stack(split_clusters(result.arrays))
     by_part = {s.partitions[n]: c for n, c in s.labels.items()}
     c0, c1 = by_part[0], by_part[2]
-    assert by_part[1] == c0 and by_part[3] == c1 and c0 != c1
+    # a client lost in the one message of the client's choice has no cluster this round
+    assert by_part.get(1, c0) == c0 and by_part[3] == c1 and c0 != c1
+    assert (1 in by_part) == (strategy != "ifca")
     return s, result, models, start, c0, c1
 
 
-@pytest.mark.parametrize("strategy", ["ifca", "clove"])
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
 @pytest.mark.parametrize("how", ["fail", "drop"])
 def test_lost_client_leaves_the_aggregate(strategy, how):
     """Nodes 1, 2 (partitions 0, 1) are cluster 0; node 2 is lost in training: cluster 0's model is node 1's
@@ -140,21 +157,21 @@ def test_lost_client_leaves_the_aggregate(strategy, how):
     assert np.array_equal(models[c0], survivor)
     # the other cluster: both updates, weighted as the algorithm weighs (IFCA: equally; CLoVE: by num-examples)
     u2, u3 = (toy_update(start[c1], TWO_GROUPS[p], 1, 0.25) for p in (2, 3))
-    w2, w3 = (0.5, 0.5) if strategy == "ifca" else (10 / 40, 30 / 40)
+    w2, w3 = (10 / 40, 30 / 40) if strategy == "clove" else (0.5, 0.5)
     assert np.allclose(models[c1], w2 * u2 + w3 * u3, rtol=0, atol=1e-12)
     assert [(rnd, t, n) for rnd, t, n, _ in s.lost] == [(1, TRAIN, 2)]
     row = result.train_metrics_clientapp[1]
     assert row["answered"] == 3 and row["lost"] == 1
 
 
-@pytest.mark.parametrize("strategy", ["ifca", "clove"])
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
 def test_gradient_averaging_steps_along_the_gradients_that_arrived(strategy):
     """averaging="gradient" (IFCA option I, CLoVE option II): node 2 (partition 1) is lost in the gradient
     exchange; each model steps by lr along its answering clients' gradients (IFCA: each scaled by 1/|M_t|, the 3
     that answered; CLoVE: num-examples-weighted within the model)."""
     s, _, models, start, c0, c1 = _two_group_round(strategy, fails(2, GRADIENT), averaging="gradient")
     g = {p: 2.0 * (start[c0 if p < 2 else c1] - TWO_GROUPS[p]) for p in range(4)}
-    if strategy == "ifca":
+    if strategy != "clove":
         want0, want1 = start[c0] - 0.25 / 3 * g[0], start[c1] - 0.25 / 3 * (g[2] + g[3])
     else:
         want0, want1 = start[c0] - 0.25 * g[0], start[c1] - 0.25 * (10 / 40 * g[2] + 30 / 40 * g[3])
@@ -180,14 +197,57 @@ def test_clove_random_first_round_draws_from_the_seed():
         IFCA(n_clusters=2, averaging="median")
 
 
-def test_client_lost_before_its_choice_leaves_the_round_and_returns():
-    grid = InlineGrid(toy_app(TWO_GROUPS), 4, fault=fails(3, LOSSES, rounds=(1,)))
-    s = IFCA(n_clusters=2, local_steps=1, lr=0.25, evaluate_every=0)
+@pytest.mark.parametrize("client_choice, exchange", [(True, TRAIN), (False, LOSSES)])
+def test_client_lost_before_its_choice_leaves_the_round_and_returns(client_choice, exchange):
+    grid = InlineGrid(toy_app(TWO_GROUPS), 4, fault=fails(3, exchange, rounds=(1,)))
+    s = IFCA(n_clusters=2, local_steps=1, lr=0.25, evaluate_every=0, client_choice=client_choice)
     result = s.start(grid, toy_models([1.0, 0.0], [-1.0, 0.0]), num_rounds=2)
     first, second = (h["labels"] for h in s.history)
     assert 3 not in first and 3 in second  # out of M_1, back in M_2
     assert result.train_metrics_clientapp[1]["answered"] == 3
     assert result.train_metrics_clientapp[2]["answered"] == 4
+
+
+@pytest.mark.parametrize("averaging, exchange", [("model", TRAIN), ("gradient", GRADIENT)])
+def test_ifca_client_choice_is_one_message_per_client_and_round(averaging, exchange):
+    """IFCA's default: each round one message per client, carrying both models; no losses query; the same
+    clusters and models as the server's choice (two exchanges)."""
+    runs = {}
+    for client_choice in (True, False):
+        grid = InlineGrid(toy_app(TWO_GROUPS), 4)
+        s = IFCA(n_clusters=2, local_steps=1, lr=0.25, evaluate_every=0, averaging=averaging,
+                 client_choice=client_choice)
+        result = s.start(grid, toy_models([1.0, 0.0], [-1.0, 0.0]), num_rounds=3)
+        runs[client_choice] = (s, result, grid)
+    (s, result, grid), (s2, result2, grid2) = runs[True], runs[False]
+    assert sorted(_sent(grid, exchange)) == [(n, r) for n in (1, 2, 3, 4) for r in (1, 2, 3)]
+    assert _sent(grid, LOSSES) == [] and len(grid.sent) == 12
+    assert all(len(split_clusters(m.content["arrays"])) == 2 for m in grid.sent)
+    assert len(grid2.sent) == 24 and all(len(split_clusters(m.content["arrays"])) == 1
+                                         for m in grid2.sent if m.metadata.message_type == exchange)
+    assert [h["labels"] for h in s.history] == [h["labels"] for h in s2.history]
+    assert np.array_equal(Layout(ArrayRecord({"w": Array(np.zeros(2))})).stack(split_clusters(result.arrays)),
+                          Layout(ArrayRecord({"w": Array(np.zeros(2))})).stack(split_clusters(result2.arrays)))
+
+
+def test_ifca_client_whose_choice_contradicts_its_losses_is_lost():
+    """Node 2's lowest-loss model is model 0; a reply claiming model 1 leaves the round (its update is not
+    averaged into either model)."""
+    honest = toy_app(TWO_GROUPS)
+
+    def app(message: Message, context: Context) -> Message:
+        reply = honest(message, context)
+        if int(context.node_id) == 2:
+            reply.content["metrics"]["cluster"] = 1
+        return reply
+
+    s = IFCA(n_clusters=2, local_steps=1, lr=0.25, evaluate_every=0)
+    result = s.start(InlineGrid(app, 4), toy_models([1.0, 0.0], [-1.0, 0.0]), num_rounds=1)
+    assert [(rnd, t, n) for rnd, t, n, _ in s.lost] == [(1, TRAIN, 2)]
+    assert "trained model 1 where its losses give model 0" in s.lost[0][3]
+    assert 2 not in s.labels and result.train_metrics_clientapp[1]["answered"] == 3
+    models = Layout(ArrayRecord({"w": Array(np.zeros(2))})).stack(split_clusters(result.arrays))
+    assert np.array_equal(models[0], toy_update(np.array([1.0, 0.0]), TWO_GROUPS[0], 1, 0.25))
 
 
 def test_accept_failures_false_ends_the_run_at_the_lost_client():
@@ -197,18 +257,21 @@ def test_accept_failures_false_ends_the_run_at_the_lost_client():
         s.start(grid, toy_models([1.0, 0.0], [-1.0, 0.0]), num_rounds=2)
 
 
-def test_stop_ends_the_run_at_its_next_exchange():
-    s = IFCA(n_clusters=2, local_steps=1, lr=0.25)
+@pytest.mark.parametrize("client_choice", [True, False])
+def test_stop_ends_the_run_at_its_next_exchange(client_choice):
+    s = IFCA(n_clusters=2, local_steps=1, lr=0.25, client_choice=client_choice)
+    sent_at_stop = []
 
     def stop_in_round_2(message, node):
-        if message.content["config"]["server-round"] == 2:
+        if message.content["config"]["server-round"] == 2 and not sent_at_stop:
             s.stop()
+            sent_at_stop.append(len(grid.sent))
         return None
 
     grid = InlineGrid(toy_app(TWO_GROUPS), 4, fault=stop_in_round_2)
     with pytest.raises(RunStopped):
         s.start(grid, toy_models([1.0, 0.0], [-1.0, 0.0]), num_rounds=5)
-    assert max(h["round"] for h in s.history) == 1 and not s.running
+    assert len(grid.sent) == sent_at_stop[0] and max(h["round"] for h in s.history) <= 2 and not s.running
 
 
 # ------------------------------------------------------------------ SR-FCA resumes
@@ -421,9 +484,46 @@ def user_app():
     torch.set_num_threads(threads)
 
 
-@pytest.mark.parametrize("algo, averaging", [("ifca", "model"), ("clove", "model"), ("srfca", "model"),
-                                             ("ifca", "gradient"), ("clove", "gradient")])
-def test_user_model_clusters_as_nets_run_every_round(algo, averaging, user_app, monkeypatch):
+DATA_CALLS: list[int] = []
+
+
+def _counted_data(context):
+    """Eight random samples per node; each call noted in DATA_CALLS (a module global: pickled by reference)."""
+    DATA_CALLS.append(int(context.node_id))
+    g = torch.Generator().manual_seed(int(context.node_config["partition-id"]))
+    X, y = torch.randn(8, 64, generator=g), torch.randint(0, 10, (8,), generator=g)
+    from torch.utils.data import DataLoader, TensorDataset
+
+    return DataLoader(TensorDataset(X, y), batch_size=8), DataLoader(TensorDataset(X, y), batch_size=8)
+
+
+def test_client_app_builds_each_nodes_data_once_though_sent_with_every_message():
+    """Flower's simulation engine pickles the ClientApp into its actor with every message (Ray's cloudpickle, as
+    here): the helper's network and loaders live in the process, so each node's data_fn runs once, not once per
+    message."""
+    cloudpickle = pytest.importorskip("ray.cloudpickle")
+    from nets.flower.torch_client import torch_client_app
+
+    DATA_CALLS.clear()
+    app = torch_client_app(UserMLP, _counted_data)
+    grid = InlineGrid(lambda message, context: cloudpickle.loads(cloudpickle.dumps(app))(message, context), 3)
+    IFCA(n_clusters=2, local_steps=1, evaluate_every=1).start(grid, ArrayRecord(UserMLP().state_dict()),
+                                                              num_rounds=3)
+    assert len(grid.sent) == 18 and sorted(DATA_CALLS) == [1, 2, 3]
+    # in a process that has not built it (an actor), the app is built from its pickled arguments, once
+    import nets.flower.torch_client as torch_client
+
+    blob = cloudpickle.dumps(app)
+    torch_client._APPS.clear()
+    copy = cloudpickle.loads(blob)
+    assert copy is not app and cloudpickle.loads(blob) is copy
+    assert copy._arguments[0] is UserMLP and copy._arguments[2]["local_steps"] == 10
+
+
+@pytest.mark.parametrize("algo, averaging, more", [
+    ("ifca", "model", {}), ("ifca", "model", {"client_choice": False}), ("clove", "model", {}),
+    ("srfca", "model", {}), ("ifca", "gradient", {}), ("clove", "gradient", {})])
+def test_user_model_clusters_as_nets_run_every_round(algo, averaging, more, user_app, monkeypatch):
     params = {**BASE, "algo": algo, "averaging": averaging, **(SRFCA_PARAMS if algo == "srfca" else {})}
     want, drawn = _nets_run(params, monkeypatch)
     grid = InlineGrid(user_app, BASE["clients"])
@@ -434,7 +534,8 @@ def test_user_model_clusters_as_nets_run_every_round(algo, averaging, user_app, 
         decided = [1 + r * 5 for r in range(3)]  # ONE_SHOT and the end of each REFINE: C_0, C_1, C_2
     else:
         cls = IFCA if algo == "ifca" else CLoVE
-        s = cls(n_clusters=4, local_steps=2, lr=0.3, seed=drawn["rng"], evaluate_every=0, averaging=averaging)
+        s = cls(n_clusters=4, local_steps=2, lr=0.3, seed=drawn["rng"], evaluate_every=0, averaging=averaging,
+                **more)
         s.start(grid, stack_clusters([_record(v) for v in drawn["init"][0]]), num_rounds=3)
         decided = [1, 2, 3]
     got = []

@@ -22,8 +22,10 @@ clients return (flat float64 vectors of the models, :class:`~nets.flower.arrays.
 * IFCA (IFCA journal Alg. 2, model or gradient averaging): :func:`~synth.algorithms.common.group_argmin` (each
   client's cluster identity: its lowest-loss model), :func:`~synth.algorithms.common.one_hot_runs` and
   :func:`~synth.algorithms.common.apply_round` (each model the mean of its clients' updates; a model no client
-  chose stays put).  A round asks the losses inside :meth:`configure_train` (the grid is its argument), then
-  sends each client its model to train.
+  chose stays put).  A round sends each client every cluster model with ``choose="lowest-loss"``: the client
+  trains its lowest-loss model and returns it with its losses, from which the server takes the assignment
+  (``client_choice=False``: the losses are asked inside :meth:`configure_train`, the grid being its argument,
+  then each client is sent its model to train).
 * CLoVE (Alg. 1, option I): the estimator's own assignment step (``synth.algorithms.clove.CLoVE._assign``: loss
   vectors, k-means or agglomerative clustering, min-cost matching of client clusters to models; unknown-K mode
   with its pruning), :func:`~synth.algorithms.common.assignment_weights` (``n_i``-weighted) and ``apply_round``.
@@ -95,6 +97,7 @@ GRADIENT = f"{MessageType.QUERY}.gradient"
 ARRAYS, CONFIG, METRICS = "arrays", "config", "metrics"
 NUM_EXAMPLES = "num-examples"
 AVERAGINGS = ("model", "gradient")
+CHOOSE_LOWEST = "lowest-loss"  # config["choose"]: the client trains its lowest-loss model of those sent
 
 
 # the strategies running in this process (stop_running() ends them, e.g. on Ctrl-C)
@@ -483,6 +486,7 @@ class _AssignThenTrain(ClusteredStrategy):
         self.averaging = check_choice("averaging", averaging, AVERAGINGS)
         self._round: dict = {}
         self._server_round = 0
+        self._client_choice = False
 
     def _settings(self) -> dict:
         return {"averaging": self.averaging, **super()._settings()}
@@ -499,35 +503,72 @@ class _AssignThenTrain(ClusteredStrategy):
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> list[Message]:
         """Ask the sampled nodes for the losses of every cluster model (``query.losses``), assign each node a
-        model by the algorithm's rule, and return Flower's ``train`` message of each node: its model."""
+        model by the algorithm's rule, and return Flower's ``train`` message of each node: its model.  With the
+        client's choice (IFCA's ``client_choice``) no losses are asked: each node's ``train`` message carries
+        every cluster model and ``choose="lowest-loss"``."""
         self._round_lost = set()
         self._server_round = server_round
         records = split_clusters(arrays)
         self.models = self.layout.stack(records)
         k = len(records)
         nodes = self._sample(self._nodes(), self.fraction_train)
-        got, L, _ = self._losses(server_round, nodes, arrays, k)
-        assign = self._assign(L) if len(got) else np.zeros(0, dtype=np.int64)
-        for node in nodes:  # lost clients leave the round (M_t); the others take their new cluster
-            self.labels.pop(node, None)
-        self.labels.update({node: int(j) for node, j in zip(got, assign, strict=True)})
-        objective = float(np.take_along_axis(L, assign[:, None], 1).mean()) if len(got) else float("nan")
-        self._round = {"asked": len(nodes), "nodes": got, "assign": assign, "objective": objective}
         config = ConfigRecord({**config, "server-round": server_round, "local-steps": self.local_steps,
                                "lr": self.lr})
         # gradient averaging: each client's gradient at its model (query.gradient); model averaging: its update
         kind = GRADIENT if self.averaging == "gradient" else TRAIN
+        if self._client_choice:
+            self._round = {"asked": len(nodes), "nodes": nodes, "choice": True}
+            config = ConfigRecord({**config, "choose": CHOOSE_LOWEST})
+            return self._messages(kind, {node: RecordDict({ARRAYS: arrays, CONFIG: config}) for node in nodes})
+        got, L, _ = self._losses(server_round, nodes, arrays, k)
+        assign = self._assign(L) if len(got) else np.zeros(0, dtype=np.int64)
+        self._relabel(nodes, got, assign, L)
         return self._messages(kind, {node: RecordDict({ARRAYS: records[j], CONFIG: ConfigRecord(
             {**config, "cluster": int(j)})}) for node, j in zip(got, assign, strict=True)})
+
+    def _relabel(self, nodes: list[int], got: list[int], assign: np.ndarray, L: np.ndarray) -> None:
+        """The round's assignment: lost clients leave the round (M_t); the others take their new cluster."""
+        for node in nodes:
+            self.labels.pop(node, None)
+        self.labels.update({node: int(j) for node, j in zip(got, assign, strict=True)})
+        objective = float(np.take_along_axis(L, assign[:, None], 1).mean()) if len(got) else float("nan")
+        self._round = {"asked": len(nodes), "nodes": got, "assign": assign, "objective": objective}
+
+    def _client_choices(self, server_round: int, kind: str, ok: dict[int, RecordDict]) -> None:
+        """The clients' own choices (``choose="lowest-loss"``): each reply's ``losses`` give the server's
+        assignment (:meth:`_assign`); a reply whose ``cluster`` is not that model is lost, as a malformed one."""
+        nodes, k = self._round["nodes"], len(self.models)
+        got, rows = [], []
+        for node in nodes:
+            if node not in ok:
+                continue
+            metrics = ok[node][METRICS]
+            losses = np.asarray(metrics.get("losses", []), dtype=np.float64).ravel()
+            if losses.shape != (k,):
+                self._lose(server_round, kind, node, f"sent {losses.size} losses for {k} models")
+                continue
+            j = int(self._assign(losses[None])[0])
+            if "cluster" not in metrics or int(metrics["cluster"]) != j:
+                self._lose(server_round, kind, node, f"trained model {metrics.get('cluster')!r} where its losses "
+                           f"give model {j}")
+                continue
+            got.append(node)
+            rows.append(losses)
+        L = np.array(rows).reshape(len(got), k)
+        self._relabel(nodes, got, self._assign(L) if got else np.zeros(0, dtype=np.int64), L)
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None,
                                                                                      MetricRecord | None]:
         """Model averaging: each cluster model becomes the average of the updates that arrived from its clients.
         Gradient averaging: each cluster model takes one step of size ``lr`` along its clients' weighted gradients
         (:func:`~synth.algorithms.common.apply_round`).  A model none of whose clients answered stays as it was."""
-        r = self._round
         gradient = self.averaging == "gradient"
-        ok = self._collect(server_round, GRADIENT if gradient else TRAIN, replies)
+        kind = GRADIENT if gradient else TRAIN
+        ok = self._collect(server_round, kind, replies)
+        if self._round.get("choice"):
+            self._client_choices(server_round, kind, ok)
+            ok = {node: ok[node] for node in self._round["nodes"]}
+        r = self._round
         keep = [a for a, node in enumerate(r["nodes"]) if node in ok]
         nodes = [r["nodes"][a] for a in keep]
         assign = r["assign"][keep]
@@ -560,13 +601,32 @@ class IFCA(_AssignThenTrain):
     over ``S_j``).  ``averaging="gradient"`` (option I): the client returns its gradient at the model
     (``query.gradient``) and each model steps by ``lr / |M_t|`` times the sum of its clients' gradients (both
     :func:`synth.algorithms.common.apply_round`).  Parameters as :class:`ClusteredStrategy`, plus ``n_clusters``
-    (k) and ``averaging``.  One initialisation: IFCA's restarts (``n_init`` of ``nets run``) are not offered here.
+    (k), ``averaging`` and ``client_choice``.  One initialisation: IFCA's restarts (``n_init`` of ``nets run``)
+    are not offered here.
+
+    ``client_choice=True`` (default): one message per client per round.  The ``train`` (or ``query.gradient``)
+    message carries every cluster model and ``config["choose"] = "lowest-loss"``; the client computes the
+    losses, trains (or differentiates at) its lowest-loss model and returns it with ``metrics["losses"]`` and
+    ``metrics["cluster"]``; the server takes the assignment from the returned losses (a client whose
+    ``cluster`` is not its lowest-loss model is lost).  The same decisions as ``False`` (two exchanges:
+    ``query.losses``, then the chosen model), which a ClientApp that answers one model per message needs, with
+    half the messages (bench/README.md#flower).
     """
 
     algorithm = "IFCA"
 
+    def __init__(self, n_clusters: int, *, averaging: str = "model", client_choice: bool = True, **options):
+        super().__init__(n_clusters, averaging=averaging, **options)
+        if not isinstance(client_choice, bool):
+            raise TypeError(f"client_choice must be True or False, got {client_choice!r}")
+        self._client_choice = client_choice
+
+    @property
+    def client_choice(self) -> bool:
+        return self._client_choice
+
     def _settings(self) -> dict:
-        return {"n_clusters": self.n_clusters, **super()._settings()}
+        return {"n_clusters": self.n_clusters, "client_choice": self._client_choice, **super()._settings()}
 
     def _assign(self, losses: np.ndarray) -> np.ndarray:
         return group_argmin(losses, len(self.models))[:, 0]

@@ -269,7 +269,8 @@ def pull_replies(grid, messages: list, timeout: float, check_stop: Callable[[], 
                  pull_seconds: tuple[float, float] = (PULL_SECONDS, PULL_SECONDS_MAX)) -> list:
     """``Grid.send_and_receive`` that looks for answers at adaptive intervals (``pull_seconds``: the shortest and
     longest pause) and calls ``check_stop`` before every look, so that a stopped run ends within the longest pause
-    (``check_stop`` raises to stop it)."""
+    (``check_stop`` raises to stop it); a stopped run sends nothing more."""
+    check_stop()
     ids = {str(i) for i in grid.push_messages(messages)}
     end = time.monotonic() + timeout
     out: list = []

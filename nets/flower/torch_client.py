@@ -5,22 +5,27 @@
 
     app = torch_client_app(lambda: Net(), load_data)        # load_data(context) -> (train_loader, test_loader)
 
-answers the four messages of :mod:`nets.flower.clustered`:
+answers the messages of :mod:`nets.flower.clustered`:
 
 * ``query.losses``: the mean training loss of every cluster model sent (a stacked ``ArrayRecord``);
 * ``train``: ``config["local-steps"]`` optimiser steps (one minibatch each, cycling through the train loader) at
   step size ``config["lr"]`` from the model sent; the model back as a state_dict ``ArrayRecord``;
 * ``query.gradient``: the gradient of the mean training loss at the model sent (parameters; buffers get zeros);
+* for both, with ``config["choose"] = "lowest-loss"`` and several cluster models sent: the model of lowest mean
+  training loss (IFCA's cluster identity; the first of equal ones, NaN as +inf) is the one trained or
+  differentiated, and the reply adds ``losses`` (every model's) and ``cluster`` (its index);
 * ``evaluate``: test loss and accuracy of the model sent.
 
 Every reply's ``MetricRecord`` holds ``num-examples`` (the client's training samples; test samples for
 ``evaluate``) and, where the node config has one, ``partition-id``.  Each node's loaders are built once per
-process (``data_fn`` is called with the node's ``Context``: ``context.node_config["partition-id"]`` and
+process, also on Flower's simulation actors, which receive the app anew with every message (``data_fn`` is called
+with the node's ``Context``: ``context.node_config["partition-id"]`` and
 ``["num-partitions"]`` say which part of the data it holds).
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -30,7 +35,7 @@ from flwr.clientapp import ClientApp
 from torch import nn
 
 from .arrays import split_clusters
-from .clustered import ARRAYS, CONFIG, METRICS, NUM_EXAMPLES
+from .clustered import ARRAYS, CHOOSE_LOWEST, CONFIG, METRICS, NUM_EXAMPLES
 
 __all__ = ["torch_client_app"]
 
@@ -62,11 +67,20 @@ def torch_client_app(model_fn: Callable[[], nn.Module], data_fn: Callable[[Conte
         computation (bench/README.md#flower).  A shuffling loader's training steps still come from the loader.
         ``False`` for data that does not fit in memory.
     """
-    app = ClientApp()
+    options = {"optimizer_fn": optimizer_fn, "loss_fn": loss_fn, "local_steps": local_steps, "lr": lr,
+               "device": device, "keep_batches": keep_batches}
+    return _build(uuid.uuid4().hex, model_fn, data_fn, options)
+
+
+def _build(token: str, model_fn, data_fn, options: dict) -> ClientApp:
+    """The app of :func:`torch_client_app`, known in this process by ``token``."""
+    optimizer_fn, loss_fn, local_steps, lr, device, keep_batches = (
+        options[k] for k in ("optimizer_fn", "loss_fn", "local_steps", "lr", "device", "keep_batches"))
+    app = _TorchClientApp(token, (model_fn, data_fn, options))
     device = torch.device(device)
-    cache: dict[str, Any] = {"model": None, "data": {}}
 
     def setup(context: Context) -> tuple[nn.Module, _Data, _Data, dict]:
+        cache = _process_cache(token)
         if cache["model"] is None:
             cache["model"] = model_fn().to(device)
         node = int(context.node_id)
@@ -79,8 +93,9 @@ def torch_client_app(model_fn: Callable[[], nn.Module], data_fn: Callable[[Conte
             ident["partition-id"] = int(context.node_config["partition-id"])
         return cache["model"], train, test, {"n-train": train.count(), "n-test": test.count(), **ident}
 
-    def load(model: nn.Module, record: ArrayRecord) -> nn.Module:
-        model.load_state_dict(record.to_torch_state_dict(), strict=True)
+    def load(model: nn.Module, record: ArrayRecord | dict) -> nn.Module:
+        state = record.to_torch_state_dict() if isinstance(record, ArrayRecord) else record
+        model.load_state_dict(state, strict=True)
         return model
 
     def reply(message: Message, metrics: dict, arrays: ArrayRecord | None = None) -> Message:
@@ -109,6 +124,16 @@ def torch_client_app(model_fn: Callable[[], nn.Module], data_fn: Callable[[Conte
         out = [mean_loss(load(model, record), train)[0] for record in split_clusters(message.content[ARRAYS])]
         return reply(message, {"losses": out, NUM_EXAMPLES: facts["n-train"], **_ident(facts)})
 
+    def chosen(message: Message, model: nn.Module, train: _Data, config) -> tuple[ArrayRecord | dict, dict]:
+        """The model to train: the one sent, or with ``choose="lowest-loss"`` the lowest-loss one of those sent
+        (its losses and index go into the reply)."""
+        if config.get("choose") != CHOOSE_LOWEST:
+            return message.content[ARRAYS], {}
+        states = [record.to_torch_state_dict() for record in split_clusters(message.content[ARRAYS])]
+        out = [mean_loss(load(model, state), train)[0] for state in states]
+        j = int(torch.tensor(out, dtype=torch.float64).nan_to_num(nan=float("inf")).argmin())
+        return states[j], {"losses": out, "cluster": j}
+
     @app.train()
     def fit(message: Message, context: Context) -> Message:
         """``local-steps`` optimiser steps from the model sent; the model and the mean loss of the steps back."""
@@ -116,7 +141,8 @@ def torch_client_app(model_fn: Callable[[], nn.Module], data_fn: Callable[[Conte
         config = message.content[CONFIG] if CONFIG in message.content else {}
         steps = int(config.get("local-steps", local_steps))
         step_size = float(config.get("lr", lr))
-        load(model, message.content[ARRAYS]).train()
+        record, choice = chosen(message, model, train, config)
+        load(model, record).train()
         optimizer = optimizer_fn(model.parameters(), step_size)
         batches, seen = train.steps(), 0.0
         for _ in range(steps):  # one minibatch per local step
@@ -126,7 +152,7 @@ def torch_client_app(model_fn: Callable[[], nn.Module], data_fn: Callable[[Conte
             loss.backward()
             optimizer.step()
             seen += loss.item()
-        metrics = {NUM_EXAMPLES: facts["n-train"], **_ident(facts)}
+        metrics = {NUM_EXAMPLES: facts["n-train"], **_ident(facts), **choice}
         if steps:
             metrics["train-loss"] = seen / steps
         return reply(message, metrics, ArrayRecord(model.state_dict()))
@@ -135,7 +161,8 @@ def torch_client_app(model_fn: Callable[[], nn.Module], data_fn: Callable[[Conte
     def gradient(message: Message, context: Context) -> Message:
         """The gradient of the mean training loss at the model sent, under the model's state_dict keys."""
         model, train, _, facts = setup(context)
-        load(model, message.content[ARRAYS]).train()
+        record, choice = chosen(message, model, train, message.content[CONFIG] if CONFIG in message.content else {})
+        load(model, record).train()
         model.zero_grad()
         n, total = facts["n-train"], 0.0
         for x, y in train.passes():  # the full training set: sum of (batch mean loss * batch size) / n
@@ -148,7 +175,7 @@ def torch_client_app(model_fn: Callable[[], nn.Module], data_fn: Callable[[Conte
             p = params.get(key)
             grads[key] = (p.grad.detach().clone() if p is not None and p.grad is not None
                           else torch.zeros_like(value))
-        return reply(message, {"loss": total, NUM_EXAMPLES: n, **_ident(facts)}, ArrayRecord(grads))
+        return reply(message, {"loss": total, NUM_EXAMPLES: n, **_ident(facts), **choice}, ArrayRecord(grads))
 
     @app.evaluate()
     def evaluate(message: Message, context: Context) -> Message:
@@ -159,6 +186,57 @@ def torch_client_app(model_fn: Callable[[], nn.Module], data_fn: Callable[[Conte
                                **_ident(facts)})
 
     return app
+
+
+class _TorchClientApp(ClientApp):
+    """The ClientApp of :func:`torch_client_app`, pickled as its token and its arguments.
+
+    Flower's simulation engine sends the ClientApp to its actor with every message (Ray pickles the call's
+    arguments), and pickling the app's dozen closures function by function cost the driver more than the clients'
+    computation (bench/README.md#flower).  This app pickles as ``(token, arguments pickled once)``; in a process
+    that has built the app of that token the same object is reused, elsewhere it is built once from the
+    arguments."""
+
+    def __init__(self, token: str, arguments: tuple):
+        super().__init__()
+        self._token, self._arguments, self._blob = token, arguments, None
+        _APPS[token] = self
+
+    def __reduce__(self):
+        if self._blob is None:
+            self._blob = _cloudpickle().dumps(self._arguments)
+        return _app_from, (self._token, self._blob)
+
+
+_APPS: dict[str, ClientApp] = {}  # the apps of this process, by token
+
+
+def _app_from(token: str, blob: bytes) -> ClientApp:
+    """The app ``token`` of this process, built from its pickled arguments the first time."""
+    app = _APPS.get(token)
+    if app is None:
+        model_fn, data_fn, options = _cloudpickle().loads(blob)
+        app = _build(token, model_fn, data_fn, options)
+    return app
+
+
+def _cloudpickle():
+    # the user's model_fn and data_fn may be lambdas or closures: cloudpickle (Ray's, with the flower extra)
+    try:
+        import cloudpickle
+    except ImportError:
+        from ray import cloudpickle
+    return cloudpickle
+
+
+# each app's network and its nodes' data, per process: Flower's simulation engine sends the ClientApp to its actor
+# with every message (pickled), so state kept in the app's closure would be rebuilt message after message; this
+# module-level function is pickled by reference and finds the actor's own copy
+_CACHES: dict[str, dict[str, Any]] = {}
+
+
+def _process_cache(token: str) -> dict[str, Any]:
+    return _CACHES.setdefault(token, {"model": None, "data": {}})
 
 
 def _ident(facts: dict) -> dict:
