@@ -601,12 +601,7 @@ class GLMBackend:
         return (models - lr[:, None] * direction).astype(self.dtype, copy=False)
 
     def project(self, models, center, radius: float):
-        models = np.asarray(models, dtype=np.float64)
-        c = 0.0 if center is None else np.asarray(center, dtype=np.float64)
-        diff = models - c
-        norm = np.linalg.norm(diff, axis=-1, keepdims=True)
-        scale = np.minimum(1.0, radius / np.where(norm == 0, 1.0, norm))
-        return (c + diff * scale).astype(self.dtype, copy=False)
+        return project_ball(models, center, radius).astype(self.dtype, copy=False)
 
     def distances(self, a, b):
         return pairwise_distances(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
@@ -739,6 +734,17 @@ def _sum_rows_by_key(rows: np.ndarray, keys: np.ndarray, n_keys: int) -> np.ndar
     starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
     out[sorted_keys[starts]] = np.add.reduceat(rows[order], starts, axis=0)
     return out
+
+
+def project_ball(models, center, radius: float) -> np.ndarray:
+    """Euclidean projection of each row of ``models`` onto the ball ``{w : ||w - center|| <= radius}``
+    (SR-FCA Alg. 3's ``proj_W``, ``W`` a ball of diameter ``D = 2 radius``; ``center`` None is 0), float64."""
+    models = np.asarray(models, dtype=np.float64)
+    c = 0.0 if center is None else np.asarray(center, dtype=np.float64)
+    diff = models - c
+    norm = np.linalg.norm(diff, axis=-1, keepdims=True)
+    scale = np.minimum(1.0, radius / np.where(norm == 0, 1.0, norm))
+    return c + diff * scale
 
 
 def trimmed_mean(rows: np.ndarray, beta: float) -> np.ndarray:

@@ -317,6 +317,33 @@ def test_srfca_client_lost_in_one_shot_is_asked_again():
     assert groups[3] == groups[4] == groups[5] != groups[0]  # reclustered into its group at the first REFINE
 
 
+def test_srfca_trimmed_mean_steps_are_projected_onto_w():
+    """diameter D: each TrimmedMeanGD step ends with Alg. 3's projection onto W = {w : ||w - center|| <= D/2}.
+    One REFINE of one step from w_0 = 0: each cluster's model is w_0 - eta * mean gradient, pulled back onto the
+    sphere of radius 1 around (0, 1); without a diameter it stays at its unprojected step."""
+    center = np.array([0.0, 1.0])
+    got = {}
+    for diameter in (2.0, None):
+        seen = {}
+        s = SRFCA(**{**SR, "n_refine": 1, "trmean_steps": 1}, diameter=diameter,
+                  center=None if diameter is None else ArrayRecord({"w": Array(center)}))
+        s.start(InlineGrid(toy_app(SIX), 6), ArrayRecord({"w": Array(np.zeros(2))}),
+                evaluate_fn=lambda rnd, arrays, seen=seen: seen.setdefault(rnd, split_clusters(arrays)) and None)
+        groups = {s.partitions[n]: c for n, c in s.labels.items()}
+        assert groups[0] == groups[1] == groups[2] != groups[3] == groups[4] == groups[5]
+        got[diameter] = {g: seen[2][groups[g]]["w"].numpy() for g in (0, 3)}
+    for g, members in ((0, (0, 1, 2)), (3, (3, 4, 5))):
+        step = 0.0 - 0.25 * np.mean([2.0 * (0.0 - SIX[p]) for p in members], axis=0)
+        d = step - center
+        assert np.linalg.norm(d) > 1.0  # the step leaves W
+        assert np.allclose(got[None][g], step, rtol=0, atol=1e-12)
+        assert np.allclose(got[2.0][g], center + d / np.linalg.norm(d), rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="diameter"):
+        SRFCA(threshold=1.0, diameter=-1.0)
+    with pytest.raises(ValueError, match="give a diameter"):
+        SRFCA(threshold=1.0, center=ArrayRecord({"w": Array(center)}))
+
+
 def test_srfca_one_shot_on_known_distances():
     """Three groups far apart (distance 10), one of a single client (below min_size=2): ONE_SHOT keeps two
     clusters and leaves the single client unassigned; after the REFINEs it joins its nearest cluster."""

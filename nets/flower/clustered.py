@@ -79,7 +79,7 @@ from synth.algorithms.srfca import (
     recluster,
     trimmed_mean_gd,
 )
-from synth.backend import trimmed_mean
+from synth.backend import project_ball, trimmed_mean
 from synth.theta import pairwise_distances
 from synth.validation import check_choice, check_int, check_random_state, check_real
 
@@ -184,7 +184,7 @@ class _Replies:
         return out
 
     def project(self, models, center, radius):
-        raise RuntimeError("no projection: the strategies run TrimmedMeanGD on W = R^P")
+        return project_ball(models, center, radius)
 
     def distances(self, a, b) -> np.ndarray:
         return pairwise_distances(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
@@ -708,6 +708,8 @@ class SRFCA(ClusteredStrategy):
     ``num_rounds`` is ``1 + n_refine * trmean_steps``.  After the last round, clients MERGE left without a
     cluster go to their nearest final model, as :class:`synth.algorithms.srfca.SRFCA` does.  The number of
     clusters is found, never given.  ``local_steps``/``lr`` are not used (SR-FCA's own step counts are).
+    ``diameter``: D, the diameter of Alg. 3's ``W``, a ball around ``center`` (an ``ArrayRecord`` of the model's
+    arrays; default all zeros): each TrimmedMeanGD step ends with the projection onto it; ``None``: ``W = R^P``.
     """
 
     algorithm = "SR-FCA"
@@ -715,7 +717,7 @@ class SRFCA(ClusteredStrategy):
     def __init__(self, threshold: float, *, min_size: int = 2, beta: float = 0.1, n_refine: int = 2,
                  local_train_steps: int = 100, local_step_size: float = 0.1, trmean_steps: int = 50,
                  trmean_step_size: float = 0.1, dist: str = "l2", local_start: ArrayRecord | None = None,
-                 **options):
+                 diameter: float | None = None, center: ArrayRecord | None = None, **options):
         super().__init__(**options)
         self.threshold = check_real("threshold", threshold, low=0.0, low_inclusive=False)
         self.min_size = check_int("min_size", min_size, low=1)
@@ -729,6 +731,14 @@ class SRFCA(ClusteredStrategy):
         if local_start is not None and not isinstance(local_start, ArrayRecord):
             raise TypeError(f"local_start must be an ArrayRecord, got {type(local_start).__name__}")
         self.local_start = local_start
+        self.diameter = None if diameter is None else check_real("diameter", diameter, low=0.0,
+                                                                 low_inclusive=False)
+        if center is not None and not isinstance(center, ArrayRecord):
+            raise TypeError(f"center must be an ArrayRecord, got {type(center).__name__}")
+        if center is not None and diameter is None:
+            raise ValueError("center is the centre of W, the ball of diameter `diameter`; give a diameter with it")
+        self.center = center
+        self._center = np.zeros(0)
         self.status = "ok"
         self.w0 = np.zeros(0)
         self.local: dict[int, np.ndarray] = {}  # node -> its local model (ONE_SHOT)
@@ -741,7 +751,7 @@ class SRFCA(ClusteredStrategy):
         return {"threshold": self.threshold, "min_size": self.min_size, "beta": self.beta,
                 "n_refine": self.n_refine, "local_train_steps": self.local_train_steps,
                 "local_step_size": self.local_step_size, "trmean_steps": self.trmean_steps,
-                "trmean_step_size": self.trmean_step_size, "dist": self.dist,
+                "trmean_step_size": self.trmean_step_size, "dist": self.dist, "diameter": self.diameter,
                 "evaluate_every": self.evaluate_every, "accept_failures": self.accept_failures}
 
     def _check_rounds(self, num_rounds: int | None) -> int:
@@ -758,6 +768,7 @@ class SRFCA(ClusteredStrategy):
         models = super()._initial_models(initial_arrays)
         self.w0 = models[0]
         self._start = self.w0 if self.local_start is None else self.layout.flatten(self.local_start)
+        self._center = np.zeros_like(self.w0) if self.center is None else self.layout.flatten(self.center)
         return models
 
     def _evaluate_due(self, server_round: int) -> bool:
@@ -870,8 +881,10 @@ class SRFCA(ClusteredStrategy):
         G = np.stack([self.layout.flatten(grads[n][ARRAYS]) for n in nodes])
         labels = np.array([self.labels[n] for n in nodes], dtype=np.int64)
         C = len(self.models)
+        radius = None if self.diameter is None else 0.5 * self.diameter
         new = trimmed_mean_gd(_Replies(self.layout.n_params, np.ones(len(nodes)), gradients=G), labels, C,
-                              self.beta, 1, self.trmean_step_size, self.models)
+                              self.beta, 1, self.trmean_step_size, self.models,
+                              None if radius is None else self._center, radius)
         idle = ~np.isin(np.arange(C), labels)
         new[idle] = self.models[idle]
         self.models = new
