@@ -50,12 +50,14 @@ def _finite(v) -> bool:
 
 def dot_plot(folder: Path, stem: str, dots: list[Dot], *, xlabel: str | dict[str, str], title: str,
              bounds: tuple[float, float] = (-math.inf, math.inf), ncols: int | None = None,
-             paper_label: str = "paper: value ± its reported spread", sharex: bool = True) -> list[str]:
+             paper_label: str = "paper: value ± its reported spread", sharex: bool = True,
+             notes: dict[str, str] | None = None) -> list[str]:
     """Draw ``dots`` (one panel per distinct ``panel``, in order of appearance) and save ``stem``.png/.pdf in
     ``folder``; returns the two file names.  ``title`` is the figure's face (:func:`figures.style.face`);
     ``xlabel`` is one label, or one per panel (panels that measure different things get ``sharex=False``).
     Where the face says the data are a stand-in, a panel named after the real set says what ran ("MNIST (rotated)"
-    is titled "digits (rotated), for MNIST")."""
+    is titled "digits (rotated), for MNIST").  ``notes``: a line written across a panel without reproduced values,
+    saying why (e.g. the runs ended before the plotted stages)."""
     if not drawing():
         return [f"{stem}.png", f"{stem}.pdf"]
     panels = list(dict.fromkeys(d.panel for d in dots))
@@ -96,6 +98,10 @@ def dot_plot(folder: Path, stem: str, dots: list[Dot], *, xlabel: str | dict[str
                                 fmt="none", ecolor="0.25", elinewidth=1.0, capsize=2.5, zorder=3)
                 ax.scatter([d.published], [y - _OFFSET], s=30, marker="D", facecolors="white", edgecolors="black",
                            linewidths=1.0, zorder=4)
+        if notes and panel in notes and not any(_finite(v) for d in dots if d.panel == panel for v in d.values):
+            ax.text(0.5, 0.5, wrap(notes[panel], 2.2), transform=ax.transAxes, ha="center", va="center",
+                    fontsize=7.5, color="0.2", zorder=5,
+                    bbox={"facecolor": "white", "edgecolor": "0.6", "boxstyle": "round,pad=0.3", "alpha": 0.9})
         ax.set_title(wrap(stand_in_name(panel) if stand_in else panel, 2.4), fontsize=9)
         ax.set_yticks(range(len(methods)))
         ax.set_yticklabels(methods, fontsize=8)

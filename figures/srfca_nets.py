@@ -410,7 +410,7 @@ def table4(ctx: Context) -> Section:
     points, index, groups, skipped, best = _sim_runs(ctx)
     real = _real_available(ctx) is None
     rpoints, rindex, rgroups = _real_runs(ctx) if real else (None, None, None)
-    rows, table = [], []
+    rows, table, ended = [], [], {}
     stages = ["After ONE_SHOT", "After 1st REFINE", "After 2nd REFINE"]
     cols = [(c, b) for c, b, _ in SIM] + [(c, b) for c, b in REAL]
     for column, base in cols:
@@ -436,8 +436,12 @@ def table4(ctx: Context) -> Section:
             note = "the paper's text has no numbers for this row" if pub is None else ""
             if s["n"] == 0:
                 errs = errors(recs)
+                # SR-FCA stops early when ONE_SHOT or MERGE leaves no cluster of min_size clients
+                stops = sorted({str((r["result"] or {}).get("status")) for r in recs if ok(r)} - {"ok", "None"})
+                if stops:
+                    ended[column] = f"SR-FCA ended before its stages in every seed: {stops[0]}"
                 rows.append(not_run_row(item, pub, f"every trial failed: {errs[0]}" if errs else
-                                        "the run has no such stage"))
+                                        ended.get(column, "the run has no such stage")))
             else:
                 rows.append(numeric_row(item, pub, s.mean, s.std, s["n"], 100.0, reason, note=note))
             table.append({"column": column, "stage": stage, "accuracy_mean": s.mean, "accuracy_std": s.std,
@@ -458,7 +462,7 @@ def table4(ctx: Context) -> Section:
                                                       r["published_pm"]) for r in shown],
                          xlabel="test accuracy % of SR-FCA",
                          title=_face(ctx, "SR-FCA Table 4 reproduced (test accuracy after each stage)", leaf),
-                         bounds=(0.0, 100.0))
+                         bounds=(0.0, 100.0), notes=ended)
         files += names
         figs = [(names[0], "SR-FCA test accuracy after ONE_SHOT and each REFINE")]
     return build_section("SR-FCA Table 4", _intro(ctx, "Table 4: test accuracy after ONE_SHOT and each REFINE "

@@ -182,6 +182,26 @@ def test_dot_plot_whiskers_only_from_three_seeds(tmp_path, monkeypatch):
     assert any("from 2 values" in b for b in check_figure(fig))
 
 
+def test_dot_plot_says_why_a_panel_has_no_reproduced_value(tmp_path, monkeypatch):
+    """A panel whose runs ended before the plotted stages carries the reason, not an unexplained gap."""
+    from figures.dotplot import Dot, dot_plot
+
+    seen = {}
+
+    def keep(fig, path, **kw):
+        seen["texts"] = {ax.get_title(): [t.get_text() for t in ax.texts] for ax in fig.axes}
+        seen["problems"] = check_figure(fig)
+
+    monkeypatch.setattr(style, "save_figure_atomic", keep)
+    title = style.face("SR-FCA Table 4 reproduced", "LEAF FEMNIST", "10 users", "3 seeds")
+    why = "SR-FCA ended before its stages in every seed: no cluster left"
+    dot_plot(tmp_path, "x", [Dot("MNIST", "After 1st REFINE", [90, 91, 93], 91.9, 0.4),
+                             Dot("FEMNIST", "After 1st REFINE", [], 83.8, 1.5)],
+             xlabel="test accuracy %", title=title, bounds=(0, 100), notes={"FEMNIST": why, "MNIST": "unused"})
+    assert [t.replace("\n", " ") for t in seen["texts"]["FEMNIST"]] == [why] and seen["texts"]["MNIST"] == []
+    assert seen["problems"] == []
+
+
 def _faced(fig, data="synthetic mixed linear regression"):
     style.suptitle(fig, style.face("IFCA Fig. 3(a) reproduced", data, "m = 20 clients", "3 trials"))
     return fig
