@@ -433,17 +433,25 @@ class ClusteredStrategy(Strategy):
         ok = self._ask(server_round, LOSSES, {n: RecordDict({ARRAYS: arrays, CONFIG: config}) for n in nodes})
         got, rows, counts = [], [], []
         for node in nodes:
-            if node not in ok:
-                continue
-            metrics = ok[node][METRICS]
-            losses = np.asarray(metrics.get("losses", []), dtype=np.float64).ravel()
-            if losses.shape != (width,):
-                self._lose(server_round, LOSSES, node, f"sent {losses.size} losses for {width} models")
+            losses = self._reply_losses(server_round, LOSSES, node, ok, width)
+            if losses is None:
                 continue
             got.append(node)
             rows.append(losses)
-            counts.append(float(metrics.get(NUM_EXAMPLES, 1)))
+            counts.append(float(ok[node][METRICS].get(NUM_EXAMPLES, 1)))
         return got, np.array(rows).reshape(len(got), width), np.array(counts)
+
+    def _reply_losses(self, server_round: int, kind: str, node: int, ok: dict[int, RecordDict],
+                      width: int) -> np.ndarray | None:
+        """The ``losses`` of ``node``'s reply, or None when it did not answer or sent another number of losses
+        (then it is lost)."""
+        if node not in ok:
+            return None
+        losses = np.asarray(ok[node][METRICS].get("losses", []), dtype=np.float64).ravel()
+        if losses.shape != (width,):
+            self._lose(server_round, kind, node, f"sent {losses.size} losses for {width} models")
+            return None
+        return losses
 
     def _train_metrics(self, server_round: int, asked: int, answered: int, extra: dict | None = None,
                        train_losses: dict[int, tuple[float, float]] | None = None) -> MetricRecord:
@@ -540,13 +548,10 @@ class _AssignThenTrain(ClusteredStrategy):
         nodes, k = self._round["nodes"], len(self.models)
         got, rows = [], []
         for node in nodes:
-            if node not in ok:
+            losses = self._reply_losses(server_round, kind, node, ok, k)
+            if losses is None:
                 continue
             metrics = ok[node][METRICS]
-            losses = np.asarray(metrics.get("losses", []), dtype=np.float64).ravel()
-            if losses.shape != (k,):
-                self._lose(server_round, kind, node, f"sent {losses.size} losses for {k} models")
-                continue
             j = int(self._assign(losses[None])[0])
             if "cluster" not in metrics or int(metrics["cluster"]) != j:
                 self._lose(server_round, kind, node, f"trained model {metrics.get('cluster')!r} where its losses "
