@@ -100,7 +100,7 @@ def dot_plot(folder: Path, stem: str, dots: list[Dot], *, xlabel: str | dict[str
                            linewidths=1.0, zorder=4)
         if notes and panel in notes and not any(_finite(v) for d in dots if d.panel == panel for v in d.values):
             ax.text(0.5, 0.5, wrap(notes[panel], 2.2), transform=ax.transAxes, ha="center", va="center",
-                    fontsize=7.5, color="0.2", zorder=5,
+                    fontsize=7.5, color="0.2", zorder=1,  # under the paper's markers, which stay visible
                     bbox={"facecolor": "white", "edgecolor": "0.6", "boxstyle": "round,pad=0.3", "alpha": 0.9})
         ax.set_title(wrap(stand_in_name(panel) if stand_in else panel, 2.4), fontsize=9)
         ax.set_yticks(range(len(methods)))
