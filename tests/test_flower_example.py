@@ -1,6 +1,7 @@
-"""The example a Flower user copies (``examples/flower-ifca``): a valid Flower app, run at tiny size on Flower's
-simulation engine (``python -m nets.flower.runner``, in a process of its own); Ctrl-C ends it with status 130 and
-no process of the run left.  The README's relative links resolve.  Skipped without the ``flower`` extra (the
+"""The example a Flower user copies (``examples/flower-ifca``): a valid Flower app, run at tiny size with Flower's
+own ``flwr run .`` (a local SuperLink, the environment the tests run in: CI's fresh venv with the flower extra) and
+on Flower's simulation engine (``python -m nets.flower.runner``, in a process of its own); Ctrl-C ends it with
+status 130 and no process of the run left.  The README's relative links resolve.  Skipped without the ``flower`` extra (the
 README check runs always).
 """
 
@@ -91,6 +92,39 @@ def test_example_runs_on_the_simulation_engine():
         assert marked(run.marker) == []
     finally:
         run.cleanup()
+
+
+@pytest.mark.flower
+def test_example_runs_under_flwr_run(tmp_path):
+    """``flwr run .`` in the app's folder, as its README says: Flower's CLI starts a local SuperLink (its state
+    under a FLWR_HOME of the test's own), runs the app in this environment
+    (``FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1``) on the SuperNodes given with ``--federation-config``,
+    streams the log and exits 0; the SuperLink it leaves running is then stopped."""
+    import shutil
+    import socket
+
+    from flwr.cli.constant import LOCAL_SUPERLINK_HTTP_API_PORT
+
+    flwr = shutil.which("flwr", path=str(Path(sys.executable).parent)) or shutil.which("flwr")
+    if flwr is None:
+        pytest.skip("Flower's flwr command is not installed")
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", int(LOCAL_SUPERLINK_HTTP_API_PORT))) == 0:
+            pytest.skip(f"a SuperLink already listens on 127.0.0.1:{LOCAL_SUPERLINK_HTTP_API_PORT}")
+    run = MarkedRun([flwr, "run", ".", "--run-config", TINY, "--federation-config", "num-supernodes=4", "--stream"],
+                    APP, stream="stdout", FLWR_HOME=str(tmp_path), FLWR_TELEMETRY_ENABLED="0",
+                    FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1")
+    try:
+        code = run.end(600)
+        text = "".join(run.lines)
+        assert code == 0, text[-2000:]
+        assert re.search(r"IFCA round 2: \d clusters, sizes \[.*\]; 4 of 4 clients answered", text), text[-2000:]
+        found = re.search(r"IFCA clusters by partition: \{(.*)\}", text)
+        assert found and sorted(int(p) for p in re.findall(r"(\d+): \d", found.group(1))) == [0, 1, 2, 3]
+        assert re.search(r"IFCA final test accuracy 0\.\d+", text)
+    finally:
+        run.cleanup()
+    assert marked(run.marker) == []
 
 
 @pytest.mark.flower
