@@ -1,8 +1,8 @@
 """The example a Flower user copies (``examples/flower-ifca``): a valid Flower app, run at tiny size with Flower's
 own ``flwr run .`` (a local SuperLink, the environment the tests run in: CI's fresh venv with the flower extra) and
 on Flower's simulation engine (``python -m nets.flower.runner``, in a process of its own); Ctrl-C ends it with
-status 130 and no process of the run left.  The README's relative links resolve.  Skipped without the ``flower`` extra (the
-README check runs always).
+status 130 and no process of the run left.  The README's relative links resolve.  Skipped without the
+``flower`` extra (the README check runs always).
 """
 
 from __future__ import annotations
