@@ -62,13 +62,21 @@ def toy_app(targets: dict[int, np.ndarray], counts: dict[int, int] | None = None
     def all_losses(message: Message, t: np.ndarray) -> list[float]:
         return [float(((r["w"].numpy() - t) ** 2).sum()) for r in split_clusters(message.content["arrays"])]
 
-    def chosen(message: Message, t: np.ndarray) -> tuple[np.ndarray, dict]:
-        """The model sent, or with choose="lowest-loss" the lowest-loss one of those sent, and what to report."""
+    def chosen(message: Message, t: np.ndarray) -> tuple[list[np.ndarray], dict]:
+        """The model sent, or with choose="lowest-loss" the lowest-loss one of those sent in each run, and what to
+        report."""
         if message.content["config"].get("choose") != "lowest-loss":
-            return message.content["arrays"]["w"].numpy(), {}
-        out = all_losses(message, t)
-        j = int(np.argmin(out))
-        return split_clusters(message.content["arrays"])[j]["w"].numpy(), {"losses": out, "cluster": j}
+            return [message.content["arrays"]["w"].numpy()], {}
+        out, runs = all_losses(message, t), int(message.content["config"].get("runs", 1))
+        picks = [int(j) for j in np.argmin(np.reshape(out, (runs, -1)), axis=1)]
+        models = split_clusters(message.content["arrays"])
+        k = len(models) // runs
+        return ([models[r * k + j]["w"].numpy() for r, j in enumerate(picks)],
+                {"losses": out, "cluster": picks[0] if runs == 1 else picks})
+
+    def arrays(ws: list[np.ndarray]) -> ArrayRecord:
+        records = [ArrayRecord({"w": Array(w)}) for w in ws]
+        return records[0] if len(records) == 1 else stack_clusters(records)
 
     @app.query("losses")
     def losses(message: Message, context: Context) -> Message:
@@ -79,17 +87,16 @@ def toy_app(targets: dict[int, np.ndarray], counts: dict[int, int] | None = None
     def train(message: Message, context: Context) -> Message:
         p, t, n = facts(context)
         cfg = message.content["config"]
-        w, choice = chosen(message, t)
-        w = toy_update(w, t, int(cfg["local-steps"]), float(cfg["lr"]))
-        return reply(message, {"num-examples": n, "partition-id": p, "train-loss": float(((w - t) ** 2).sum()),
-                               **choice}, ArrayRecord({"w": Array(w)}))
+        ws, choice = chosen(message, t)
+        ws = [toy_update(w, t, int(cfg["local-steps"]), float(cfg["lr"])) for w in ws]
+        return reply(message, {"num-examples": n, "partition-id": p, "train-loss": float(((ws[0] - t) ** 2).sum()),
+                               **choice}, arrays(ws))
 
     @app.query("gradient")
     def gradient(message: Message, context: Context) -> Message:
         p, t, n = facts(context)
-        w, choice = chosen(message, t)
-        return reply(message, {"num-examples": n, "partition-id": p, **choice},
-                     ArrayRecord({"w": Array(2.0 * (w - t))}))
+        ws, choice = chosen(message, t)
+        return reply(message, {"num-examples": n, "partition-id": p, **choice}, arrays([2.0 * (w - t) for w in ws]))
 
     @app.evaluate()
     def evaluate(message: Message, context: Context) -> Message:
@@ -248,6 +255,32 @@ def test_ifca_client_whose_choice_contradicts_its_losses_is_lost():
     assert 2 not in s.labels and result.train_metrics_clientapp[1]["answered"] == 3
     models = Layout(ArrayRecord({"w": Array(np.zeros(2))})).stack(split_clusters(result.arrays))
     assert np.array_equal(models[0], toy_update(np.array([1.0, 0.0]), TWO_GROUPS[0], 1, 0.25))
+
+
+@pytest.mark.parametrize("averaging", ["model", "gradient"])
+def test_ifca_restarts_keep_the_run_of_lowest_total_loss(averaging):
+    """n_init=2: run 0 starts both models right of both groups (every client picks model 0: one cluster), run 1
+    one model on each side; each run is averaged on its own, and the final losses pick run 1, whose two models
+    and clustering are the result."""
+    s = IFCA(n_clusters=2, n_init=2, local_steps=1, lr=0.25, evaluate_every=1, averaging=averaging)
+    grid = InlineGrid(toy_app(TWO_GROUPS), 4)
+    result = s.start(grid, toy_models([10.0, 0.0], [11.0, 0.0], [1.0, 0.0], [-1.0, 0.0]), num_rounds=3)
+    first = s.history[0]["run-labels"]
+    assert all(first[n][0] == 0 for n in first)  # run 0: every client on model 0
+    assert s.best_run == 1 and s.run_losses[1] < s.run_losses[0]
+    by_part = {s.partitions[n]: c for n, c in s.labels.items()}
+    assert by_part[0] == by_part[1] != by_part[2] == by_part[3]
+    final = Layout(ArrayRecord({"w": Array(np.zeros(2))})).stack(split_clusters(result.arrays))
+    assert final.shape == (2, 2) and final[by_part[0]][0] > 0 > final[by_part[2]][0]
+    sent = [m for m in grid.sent if m.metadata.message_type == (TRAIN if averaging == "model" else GRADIENT)]
+    assert len(sent) == 12 and all(len(split_clusters(m.content["arrays"])) == 4 and m.content["config"]["runs"] == 2
+                                   for m in sent)
+    assert _sent(grid, LOSSES) == [(n, 4) for n in (1, 2, 3, 4)]  # the final pass that picks the run
+    assert result.evaluate_metrics_clientapp[3]["evaluated"] == 4
+    with pytest.raises(ValueError, match="client_choice=True"):
+        IFCA(n_clusters=2, n_init=2, client_choice=False)
+    with pytest.raises(ValueError, match="n_init"):
+        IFCA(n_clusters=2, n_init=0)
 
 
 def test_accept_failures_false_ends_the_run_at_the_lost_client():
@@ -576,3 +609,34 @@ def test_user_model_clusters_as_nets_run_every_round(algo, averaging, more, user
     for t, (a, b) in enumerate(zip(got, want, strict=True)):
         assert np.array_equal(a, b), f"round {decided[t]}: flower {a.tolist()} != nets run {b.tolist()}"
     assert len({c for c in want[-1] if c >= 0}) >= 2  # a clustering, not one blob
+
+
+def test_user_model_ifca_restarts_as_nets_run(user_app, monkeypatch):
+    """IFCA with two restarts (n_init=2): every round, every run's clustering equals nets run's (the two runs
+    cluster differently here), and the final pass picks the same run with the same clusters."""
+    import synth.algorithms.ifca as ifca_mod
+
+    params = {**BASE, "algo": "ifca", "n_init": 2}
+    final = {}
+    finish = ifca_mod.IFCA._finish
+
+    def keep(self, *args, **kwargs):
+        finish(self, *args, **kwargs)
+        final.update(labels=np.array(self.result_.labels), best=int(self.result_.extra["best_run"]))
+
+    monkeypatch.setattr(ifca_mod.IFCA, "_finish", keep)
+    want, drawn = _nets_run(params, monkeypatch)  # one monitor call per run and round: run 0, run 1, run 0, ...
+    assert drawn["init"].shape[:2] == (2, 4) and len(want) == 2 * BASE["rounds"]
+    s = IFCA(n_clusters=4, n_init=2, local_steps=2, lr=0.3, seed=drawn["rng"], evaluate_every=0)
+    s.start(InlineGrid(user_app, BASE["clients"]),
+            stack_clusters([_record(v) for v in drawn["init"].reshape(8, -1)]), num_rounds=BASE["rounds"])
+    for t, row in enumerate(s.history):
+        for run in range(2):
+            labels = np.full(BASE["clients"], -1)
+            for node, runs in row["run-labels"].items():
+                labels[s.partitions[node]] = runs[run]
+            assert np.array_equal(labels, want[2 * t + run]), f"round {t + 1}, run {run}"
+    labels = np.full(BASE["clients"], -1)
+    for node, c in s.labels.items():
+        labels[s.partitions[node]] = c
+    assert s.best_run == final["best"] and np.array_equal(labels, final["labels"])

@@ -250,6 +250,8 @@ class ClusteredStrategy(Strategy):
         self._timeout = 3600.0
         self._asked: dict[str, list[int]] = {}
         self._round_lost: set[int] = set()
+        self._runs = 1  # IFCA's restarts: the model stack holds this many runs of k models
+        self._best_run = 0
 
     # ------------------------------------------------------------------ Flower's Strategy API
     def summary(self) -> None:
@@ -291,11 +293,12 @@ class ClusteredStrategy(Strategy):
             self._asked[EVALUATE] = []
             return []
         models = split_clusters(arrays) if len(arrays) else []
-        nodes = [n for n in self._nodes() if self.labels.get(n, -1) >= 0 and self.labels[n] < len(models)]
+        nodes = [n for n in self._nodes() if self.labels.get(n, -1) >= 0
+                 and self._model_index(self.labels[n]) < len(models)]
         nodes = self._sample(nodes, self.fraction_evaluate)
         config = ConfigRecord({**config, "server-round": server_round})
-        return self._messages(EVALUATE, {n: RecordDict({ARRAYS: models[self.labels[n]], CONFIG: config})
-                                         for n in nodes})
+        return self._messages(EVALUATE, {n: RecordDict({ARRAYS: models[self._model_index(self.labels[n])],
+                                                         CONFIG: config}) for n in nodes})
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
         """The clients' evaluate metrics, ``num-examples``-weighted (Flower's ``aggregate_metricrecords``)."""
@@ -326,6 +329,10 @@ class ClusteredStrategy(Strategy):
 
     def _n_models(self) -> int:
         raise NotImplementedError
+
+    def _model_index(self, cluster: int) -> int:
+        """The row of the model stack that is ``cluster``'s model (IFCA's restarts: in the current best run)."""
+        return cluster
 
     def _initial_models(self, initial_arrays: ArrayRecord) -> np.ndarray:
         """``(k, P)``: ``initial_arrays`` as k models (one record is replicated, module docstring)."""
@@ -456,7 +463,7 @@ class ClusteredStrategy(Strategy):
     def _train_metrics(self, server_round: int, asked: int, answered: int, extra: dict | None = None,
                        train_losses: dict[int, tuple[float, float]] | None = None) -> MetricRecord:
         """The round's clustering in Flower's Result, and its log line."""
-        k = len(self.models)
+        k = len(self.models) // self._runs
         sizes = np.bincount([c for c in self.labels.values() if 0 <= c < k], minlength=k) if k else np.zeros(0)
         unassigned = sum(1 for c in self.labels.values() if c < 0)
         out = MetricRecord({"clusters": int((sizes > 0).sum()), "cluster-sizes": [int(s) for s in sizes],
@@ -526,7 +533,8 @@ class _AssignThenTrain(ClusteredStrategy):
         kind = GRADIENT if self.averaging == "gradient" else TRAIN
         if self._client_choice:
             self._round = {"asked": len(nodes), "nodes": nodes, "choice": True}
-            config = ConfigRecord({**config, "choose": CHOOSE_LOWEST})
+            config = ConfigRecord({**config, "choose": CHOOSE_LOWEST, **({"runs": self._runs} if self._runs > 1
+                                                                         else {})})
             return self._messages(kind, {node: RecordDict({ARRAYS: arrays, CONFIG: config}) for node in nodes})
         got, L, _ = self._losses(server_round, nodes, arrays, k)
         assign = self._assign(L) if len(got) else np.zeros(0, dtype=np.int64)
@@ -543,24 +551,34 @@ class _AssignThenTrain(ClusteredStrategy):
         self._round = {"asked": len(nodes), "nodes": got, "assign": assign, "objective": objective}
 
     def _client_choices(self, server_round: int, kind: str, ok: dict[int, RecordDict]) -> None:
-        """The clients' own choices (``choose="lowest-loss"``): each reply's ``losses`` give the server's
-        assignment (:meth:`_assign`); a reply whose ``cluster`` is not that model is lost, as a malformed one."""
-        nodes, k = self._round["nodes"], len(self.models)
+        """The clients' own choices (``choose="lowest-loss"``, IFCA): each reply's ``losses`` give the server's
+        assignment in every run (:func:`~synth.algorithms.common.group_argmin`); a reply whose ``cluster`` is not
+        that model (one index per run) is lost, as a malformed one.  The clusters shown are the run of lowest
+        total loss this round."""
+        nodes, width, R = self._round["nodes"], len(self.models), self._runs
+        k = width // R
         got, rows = [], []
         for node in nodes:
-            losses = self._reply_losses(server_round, kind, node, ok, k)
+            losses = self._reply_losses(server_round, kind, node, ok, width)
             if losses is None:
                 continue
             metrics = ok[node][METRICS]
-            j = int(self._assign(losses[None])[0])
-            if "cluster" not in metrics or int(metrics["cluster"]) != j:
-                self._lose(server_round, kind, node, f"trained model {metrics.get('cluster')!r} where its losses "
-                           f"give model {j}")
+            best = group_argmin(losses[None], k)[0]
+            claimed = np.atleast_1d(np.asarray(metrics.get("cluster", []), dtype=np.float64))
+            if claimed.shape != best.shape or not np.array_equal(claimed, best):
+                said = metrics.get("cluster")
+                self._lose(server_round, kind, node, f"trained model {said!r} where its losses give model "
+                           f"{int(best[0]) if R == 1 else best.tolist()}")
                 continue
             got.append(node)
             rows.append(losses)
-        L = np.array(rows).reshape(len(got), k)
-        self._relabel(nodes, got, self._assign(L) if got else np.zeros(0, dtype=np.int64), L)
+        L = np.array(rows).reshape(len(got), width)
+        runs = group_argmin(L, k) if got else np.zeros((0, R), dtype=np.int64)
+        if got:  # IFCA Sec. VI-A's rule for restarts: the run of lowest total loss
+            self._best_run = int(np.nan_to_num(L.reshape(len(got), R, k), nan=np.inf).min(2).sum(0).argmin())
+        b = self._best_run
+        self._relabel(nodes, got, runs[:, b], L[:, b * k:(b + 1) * k])
+        self._round["runs"] = runs
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None,
                                                                                      MetricRecord | None]:
@@ -578,21 +596,34 @@ class _AssignThenTrain(ClusteredStrategy):
         nodes = [r["nodes"][a] for a in keep]
         assign = r["assign"][keep]
         if nodes:
-            values = np.stack([self.layout.flatten(ok[n][ARRAYS]) for n in nodes])
             counts = np.array([float(ok[n][METRICS].get(NUM_EXAMPLES, 1)) for n in nodes])
-            W = self._weights(assign, counts)
-            replies = _Replies(self.layout.n_params, counts, **{"gradients" if gradient else "updates": values})
-            k = len(self.models)
-            self.models = apply_round(replies, self.models, W, np.full(k, self.lr if gradient else 1.0),
-                                      self.averaging, self.local_steps,
-                                      gradient=replies.combine(W, values) if gradient else None)
+            R = self._runs
+            k = len(self.models) // R
+            stacks = []
+            for run in range(R):  # IFCA's restarts (a few runs; each run's clients and models are vectorised)
+                if R == 1:
+                    values = np.stack([self.layout.flatten(ok[n][ARRAYS]) for n in nodes])
+                else:  # each reply holds one model (or gradient) per run, stacked
+                    values = np.stack([self.layout.flatten(split_clusters(ok[n][ARRAYS])[run]) for n in nodes])
+                W = self._weights(assign if R == 1 else r["runs"][keep, run], counts)
+                replies = _Replies(self.layout.n_params, counts, **{"gradients" if gradient else "updates": values})
+                stacks.append(apply_round(replies, self.models[run * k:(run + 1) * k], W,
+                                          np.full(k, self.lr if gradient else 1.0), self.averaging, self.local_steps,
+                                          gradient=replies.combine(W, values) if gradient else None))
+            self.models = np.concatenate(stacks)
         self._after_round(r)
         metrics = self._train_metrics(server_round, r["asked"], len(nodes), {"objective": r["objective"]},
                                       _train_losses(ok))
+        if self._runs > 1:  # every run's clusters (the round's labels are the best run's)
+            self.history[-1].update({"best-run": self._best_run, "run-labels": {
+                node: [int(j) for j in row] for node, row in zip(r["nodes"], r["runs"], strict=True)}})
         return self.layout.record(self.models), metrics
 
     def _after_round(self, r: dict) -> None:
         """After the aggregation (CLoVE's unknown-K pruning)."""
+
+    def _model_index(self, cluster: int) -> int:
+        return self._best_run * (len(self.models) // self._runs) + cluster
 
 
 class IFCA(_AssignThenTrain):
@@ -606,8 +637,15 @@ class IFCA(_AssignThenTrain):
     over ``S_j``).  ``averaging="gradient"`` (option I): the client returns its gradient at the model
     (``query.gradient``) and each model steps by ``lr / |M_t|`` times the sum of its clients' gradients (both
     :func:`synth.algorithms.common.apply_round`).  Parameters as :class:`ClusteredStrategy`, plus ``n_clusters``
-    (k), ``averaging`` and ``client_choice``.  One initialisation: IFCA's restarts (``n_init`` of ``nets run``)
-    are not offered here.
+    (k), ``averaging``, ``client_choice`` and ``n_init``.
+
+    ``n_init``: IFCA's restarts (Sec. VI-A), run side by side.  ``initial_arrays`` holds ``n_init * n_clusters``
+    models, run by run (or one record, replicated); every message carries them all with ``config["runs"]``, each
+    client picks and trains its lowest-loss model of every run and returns one model per run (stacked), and
+    each run is averaged on its own.  A round's clusters and evaluation are those of the run of lowest total
+    loss that round; after the last round one more ``query.losses`` of every run's final models picks the run of
+    lowest total loss (:func:`synth.algorithms.ifca.IFCA`'s rule, without its divergence guard), whose ``k``
+    models are the result (:attr:`best_run`, :attr:`run_losses`).  Needs ``client_choice=True``.
 
     ``client_choice=True`` (default): one message per client per round.  The ``train`` (or ``query.gradient``)
     message carries every cluster model and ``config["choose"] = "lowest-loss"``; the client computes the
@@ -620,27 +658,54 @@ class IFCA(_AssignThenTrain):
 
     algorithm = "IFCA"
 
-    def __init__(self, n_clusters: int, *, averaging: str = "model", client_choice: bool = True, **options):
+    def __init__(self, n_clusters: int, *, averaging: str = "model", client_choice: bool = True, n_init: int = 1,
+                 **options):
         super().__init__(n_clusters, averaging=averaging, **options)
         if not isinstance(client_choice, bool):
             raise TypeError(f"client_choice must be True or False, got {client_choice!r}")
         self._client_choice = client_choice
+        self.n_init = check_int("n_init", n_init, low=1)
+        if self.n_init > 1 and not client_choice:
+            raise ValueError(f"n_init={n_init} restarts need client_choice=True (each client trains its model of "
+                             "every run from one message)")
+        self._runs = self.n_init
+        self.best_run: int | None = None
+        self.run_losses: np.ndarray | None = None
 
     @property
     def client_choice(self) -> bool:
         return self._client_choice
 
     def _settings(self) -> dict:
-        return {"n_clusters": self.n_clusters, "client_choice": self._client_choice, **super()._settings()}
+        return {"n_clusters": self.n_clusters, "client_choice": self._client_choice, "n_init": self.n_init,
+                **super()._settings()}
+
+    def _n_models(self) -> int:
+        return self.n_clusters * self.n_init
 
     def _assign(self, losses: np.ndarray) -> np.ndarray:
-        return group_argmin(losses, len(self.models))[:, 0]
+        return group_argmin(losses, self.n_clusters)[:, 0]
 
     def _weights(self, assign: np.ndarray, counts: np.ndarray) -> np.ndarray:
         # IFCA's weights: one-hot at the chosen model; model averaging averages each model's clients uniformly,
         # gradient averaging scales every client's gradient by 1/|M_t| (the clients that answered), as Alg. 1
         scale = 1.0 / max(len(assign), 1) if self.averaging == "gradient" else 1.0
-        return one_hot_runs(assign[:, None], len(self.models), scale)
+        return one_hot_runs(assign[:, None], self.n_clusters, scale)
+
+    def _finish(self) -> None:
+        """Restarts: the losses of every run's final models on every client; the run of lowest total loss is the
+        result and its lowest-loss models the clients' clusters (a client that does not answer has none)."""
+        if self._runs == 1:
+            return
+        R, k = self._runs, self.n_clusters
+        got, L, _ = self._losses(self.num_rounds + 1, self._nodes(), self.layout.record(self.models), R * k)
+        if got:
+            self.run_losses = np.nan_to_num(L.reshape(len(got), R, k), nan=np.inf).min(2).sum(0)
+            self._best_run = int(self.run_losses.argmin())
+        b = self.best_run = self._best_run
+        self.labels = {node: int(j) for node, j in zip(got, group_argmin(L, k)[:, b], strict=True)}
+        self.models = self.models[b * k:(b + 1) * k]
+        self._runs, self._best_run = 1, 0  # the stack is now the chosen run's k models
 
 
 class CLoVE(_AssignThenTrain):

@@ -13,7 +13,9 @@ answers the messages of :mod:`nets.flower.clustered`:
 * ``query.gradient``: the gradient of the mean training loss at the model sent (parameters; buffers get zeros);
 * for both, with ``config["choose"] = "lowest-loss"`` and several cluster models sent: the model of lowest mean
   training loss (IFCA's cluster identity; the first of equal ones, NaN as +inf) is the one trained or
-  differentiated, and the reply adds ``losses`` (every model's) and ``cluster`` (its index);
+  differentiated, and the reply adds ``losses`` (every model's) and ``cluster`` (its index); with
+  ``config["runs"] = R`` (IFCA's restarts) the models are R runs of k, one model is chosen and trained per run,
+  and the reply holds the R results stacked (``cluster{r}/...``) and ``cluster`` as R indices;
 * ``evaluate``: test loss and accuracy of the model sent.
 
 Every reply's ``MetricRecord`` holds ``num-examples`` (the client's training samples; test samples for
@@ -34,7 +36,7 @@ from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from torch import nn
 
-from .arrays import split_clusters
+from .arrays import split_clusters, stack_clusters
 from .clustered import ARRAYS, CHOOSE_LOWEST, CONFIG, METRICS, NUM_EXAMPLES
 
 __all__ = ["torch_client_app"]
@@ -124,58 +126,74 @@ def _build(token: str, model_fn, data_fn, options: dict) -> ClientApp:
         out = [mean_loss(load(model, record), train)[0] for record in split_clusters(message.content[ARRAYS])]
         return reply(message, {"losses": out, NUM_EXAMPLES: facts["n-train"], **_ident(facts)})
 
-    def chosen(message: Message, model: nn.Module, train: _Data, config) -> tuple[ArrayRecord | dict, dict]:
-        """The model to train: the one sent, or with ``choose="lowest-loss"`` the lowest-loss one of those sent
-        (its losses and index go into the reply)."""
+    def chosen(message: Message, model: nn.Module, train: _Data, config) -> tuple[list, dict]:
+        """The models to train: the one sent, or with ``choose="lowest-loss"`` the lowest-loss one of those sent
+        in each of ``config["runs"]`` runs (IFCA's restarts; their losses and indices go into the reply)."""
         if config.get("choose") != CHOOSE_LOWEST:
-            return message.content[ARRAYS], {}
+            return [message.content[ARRAYS]], {}
         states = [record.to_torch_state_dict() for record in split_clusters(message.content[ARRAYS])]
         out = [mean_loss(load(model, state), train)[0] for state in states]
-        j = int(torch.tensor(out, dtype=torch.float64).nan_to_num(nan=float("inf")).argmin())
-        return states[j], {"losses": out, "cluster": j}
+        runs = int(config.get("runs", 1))
+        k = len(states) // runs
+        losses = torch.tensor(out, dtype=torch.float64).nan_to_num(nan=float("inf")).reshape(runs, k)
+        picks = [int(j) for j in losses.argmin(1)]
+        return ([states[r * k + j] for r, j in enumerate(picks)],
+                {"losses": out, "cluster": picks[0] if runs == 1 else picks})
+
+    def one_or_stacked(records: list[ArrayRecord]) -> ArrayRecord:
+        return records[0] if len(records) == 1 else stack_clusters(records)
 
     @app.train()
     def fit(message: Message, context: Context) -> Message:
-        """``local-steps`` optimiser steps from the model sent; the model and the mean loss of the steps back."""
+        """``local-steps`` optimiser steps from the model sent (from each chosen model: one per run); the model
+        (stacked by run) and the mean loss of the steps back."""
         model, train, _, facts = setup(context)
         config = message.content[CONFIG] if CONFIG in message.content else {}
         steps = int(config.get("local-steps", local_steps))
         step_size = float(config.get("lr", lr))
-        record, choice = chosen(message, model, train, config)
-        load(model, record).train()
-        optimizer = optimizer_fn(model.parameters(), step_size)
-        batches, seen = train.steps(), 0.0
-        for _ in range(steps):  # one minibatch per local step
-            x, y = next(batches)
-            optimizer.zero_grad()
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            optimizer.step()
-            seen += loss.item()
+        records, choice = chosen(message, model, train, config)
+        trained, seen = [], 0.0
+        for record in records:  # one model, or one per IFCA restart
+            load(model, record).train()
+            optimizer = optimizer_fn(model.parameters(), step_size)
+            batches = train.steps()
+            for _ in range(steps):  # one minibatch per local step
+                x, y = next(batches)
+                optimizer.zero_grad()
+                loss = loss_fn(model(x), y)
+                loss.backward()
+                optimizer.step()
+                seen += loss.item()
+            trained.append(ArrayRecord(model.state_dict()))
         metrics = {NUM_EXAMPLES: facts["n-train"], **_ident(facts), **choice}
         if steps:
-            metrics["train-loss"] = seen / steps
-        return reply(message, metrics, ArrayRecord(model.state_dict()))
+            metrics["train-loss"] = seen / (steps * len(records))
+        return reply(message, metrics, one_or_stacked(trained))
 
     @app.query("gradient")
     def gradient(message: Message, context: Context) -> Message:
-        """The gradient of the mean training loss at the model sent, under the model's state_dict keys."""
+        """The gradient of the mean training loss at the model sent (at each chosen model: one per run), under the
+        model's state_dict keys."""
         model, train, _, facts = setup(context)
-        record, choice = chosen(message, model, train, message.content[CONFIG] if CONFIG in message.content else {})
-        load(model, record).train()
-        model.zero_grad()
-        n, total = facts["n-train"], 0.0
-        for x, y in train.passes():  # the full training set: sum of (batch mean loss * batch size) / n
-            loss = loss_fn(model(x), y) * (len(y) / n)
-            loss.backward()
-            total += loss.item()
-        params = dict(model.named_parameters())
-        grads = {}
-        for key, value in model.state_dict().items():
-            p = params.get(key)
-            grads[key] = (p.grad.detach().clone() if p is not None and p.grad is not None
-                          else torch.zeros_like(value))
-        return reply(message, {"loss": total, NUM_EXAMPLES: n, **_ident(facts), **choice}, ArrayRecord(grads))
+        records, choice = chosen(message, model, train,
+                                 message.content[CONFIG] if CONFIG in message.content else {})
+        n, total, out = facts["n-train"], 0.0, []
+        for record in records:
+            load(model, record).train()
+            model.zero_grad()
+            for x, y in train.passes():  # the full training set: sum of (batch mean loss * batch size) / n
+                loss = loss_fn(model(x), y) * (len(y) / n)
+                loss.backward()
+                total += loss.item()
+            params = dict(model.named_parameters())
+            grads = {}
+            for key, value in model.state_dict().items():
+                p = params.get(key)
+                grads[key] = (p.grad.detach().clone() if p is not None and p.grad is not None
+                              else torch.zeros_like(value))
+            out.append(ArrayRecord(grads))
+        return reply(message, {"loss": total / len(records), NUM_EXAMPLES: n, **_ident(facts), **choice},
+                     one_or_stacked(out))
 
     @app.evaluate()
     def evaluate(message: Message, context: Context) -> Message:
