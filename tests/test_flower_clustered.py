@@ -277,6 +277,9 @@ def test_ifca_restarts_keep_the_run_of_lowest_total_loss(averaging):
                                    for m in sent)
     assert _sent(grid, LOSSES) == [(n, 4) for n in (1, 2, 3, 4)]  # the final pass that picks the run
     assert result.evaluate_metrics_clientapp[3]["evaluated"] == 4
+    # the last round's evaluation scored each client on its cluster's model in that round's best run (run 1)
+    want = np.mean([((final[by_part[p]] - TWO_GROUPS[p]) ** 2).sum() for p in range(4)])
+    assert abs(result.evaluate_metrics_clientapp[3]["eval-loss"] - want) < 1e-12
     with pytest.raises(ValueError, match="client_choice=True"):
         IFCA(n_clusters=2, n_init=2, client_choice=False)
     with pytest.raises(ValueError, match="n_init"):

@@ -80,9 +80,9 @@ def _build(token: str, model_fn, data_fn, options: dict) -> ClientApp:
         options[k] for k in ("optimizer_fn", "loss_fn", "local_steps", "lr", "device", "keep_batches"))
     app = _TorchClientApp(token, (model_fn, data_fn, options))
     device = torch.device(device)
+    cache: dict[str, Any] = {"model": None, "data": {}}  # lives as long as the app, one app per process and token
 
     def setup(context: Context) -> tuple[nn.Module, _Data, _Data, dict]:
-        cache = _process_cache(token)
         if cache["model"] is None:
             cache["model"] = model_fn().to(device)
         node = int(context.node_id)
@@ -245,16 +245,6 @@ def _cloudpickle():
     except ImportError:
         from ray import cloudpickle
     return cloudpickle
-
-
-# each app's network and its nodes' data, per process: Flower's simulation engine sends the ClientApp to its actor
-# with every message (pickled), so state kept in the app's closure would be rebuilt message after message; this
-# module-level function is pickled by reference and finds the actor's own copy
-_CACHES: dict[str, dict[str, Any]] = {}
-
-
-def _process_cache(token: str) -> dict[str, Any]:
-    return _CACHES.setdefault(token, {"model": None, "data": {}})
 
 
 def _ident(facts: dict) -> dict:
