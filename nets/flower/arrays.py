@@ -68,8 +68,10 @@ def split_clusters(record: ArrayRecord) -> list[ArrayRecord]:
 class Layout:
     """The order, shapes and dtypes of a model's arrays: record <-> flat float64 vector of ``n_params`` entries.
 
-    Every array of the record takes part (parameters and buffers alike), in the record's order; integer arrays
-    (e.g. BatchNorm's ``num_batches_tracked``) are averaged as floats and rounded back.
+    Every array of the record takes part (parameters and buffers alike), in the record's order, each array of any
+    rank (0-d included) coming back in its own shape and dtype.  :attr:`integer` marks the entries of the
+    integer and boolean arrays (e.g. BatchNorm's ``num_batches_tracked``), which the strategies do not average
+    (:mod:`nets.flower.clustered`).
     """
 
     def __init__(self, record: ArrayRecord):
@@ -85,6 +87,10 @@ class Layout:
                 raise ValueError(f"array {key!r} has dtype {dtype}; a model's arrays must be numeric")
         self.offsets = np.concatenate([[0], np.cumsum([a.size for a in arrays])]).astype(np.int64)
         self.n_params = int(self.offsets[-1])
+        self.integer = np.zeros(self.n_params, dtype=bool)
+        for i, dtype in enumerate(self.dtypes):
+            if not np.issubdtype(dtype, np.floating):
+                self.integer[self.offsets[i]:self.offsets[i + 1]] = True
 
     def flatten(self, record: ArrayRecord) -> np.ndarray:
         """The record's arrays as one float64 vector; ValueError naming a missing, extra or misshapen array."""
@@ -111,7 +117,7 @@ class Layout:
             part = vector[self.offsets[i]:self.offsets[i + 1]].reshape(self.shapes[i])
             if not np.issubdtype(self.dtypes[i], np.floating):
                 part = np.rint(part)
-            out[key] = Array(np.ascontiguousarray(part.astype(self.dtypes[i])))
+            out[key] = Array(_contiguous(part.astype(self.dtypes[i])))
         return out
 
     def stack(self, records: Sequence[ArrayRecord]) -> np.ndarray:
@@ -138,6 +144,11 @@ def replicate(record: ArrayRecord, k: int, rng: np.random.Generator) -> list[Arr
             a = array.numpy()
             if np.issubdtype(a.dtype, np.floating) and a.size > 1:
                 a = rng.permutation(a.ravel()).reshape(a.shape)
-            copy[key] = Array(np.ascontiguousarray(a))
+            copy[key] = Array(_contiguous(a))
         out.append(copy)
     return out
+
+
+def _contiguous(a) -> np.ndarray:
+    """``a`` C-contiguous in its own shape (``np.ascontiguousarray`` turns a 0-d array into shape ``(1,)``)."""
+    return np.asarray(a, order="C")

@@ -483,6 +483,26 @@ class ClusteredStrategy(Strategy):
         return out
 
 
+def _keep_integers(layout: Layout, new: np.ndarray, old: np.ndarray, weights: np.ndarray | None,
+                   values: np.ndarray) -> np.ndarray:
+    """The integer (and boolean) entries of aggregated models, which are not averaged: a model that averages
+    ``values`` (``weights`` ``(n, k)``, model ``g`` the mean of the rows with ``weights[:, g] != 0``) takes the
+    largest of their values (BatchNorm's ``num_batches_tracked``: the most batches any of them has seen); a
+    gradient step (``weights`` None) and a model without rows keep ``old``'s."""
+    mask = layout.integer
+    if not mask.any():
+        return new
+    new = np.array(new, dtype=np.float64)
+    new[:, mask] = np.asarray(old, dtype=np.float64)[:, mask]
+    if weights is not None:
+        weights, values = np.asarray(weights), np.asarray(values, dtype=np.float64)
+        for g in range(new.shape[0]):
+            rows = weights[:, g] != 0
+            if rows.any():
+                new[g, mask] = values[rows][:, mask].max(0)
+    return new
+
+
 def _train_losses(ok: dict[int, RecordDict]) -> dict[int, tuple[float, float]]:
     out = {}
     for node, content in ok.items():
@@ -599,6 +619,7 @@ class _AssignThenTrain(ClusteredStrategy):
             counts = np.array([float(ok[n][METRICS].get(NUM_EXAMPLES, 1)) for n in nodes])
             R = self._runs
             k = len(self.models) // R
+            lr = self.lr
             stacks = []
             for run in range(R):  # IFCA's restarts (a few runs; each run's clients and models are vectorised)
                 if R == 1:
@@ -607,9 +628,10 @@ class _AssignThenTrain(ClusteredStrategy):
                     values = np.stack([self.layout.flatten(split_clusters(ok[n][ARRAYS])[run]) for n in nodes])
                 W = self._weights(assign if R == 1 else r["runs"][keep, run], counts)
                 replies = _Replies(self.layout.n_params, counts, **{"gradients" if gradient else "updates": values})
-                stacks.append(apply_round(replies, self.models[run * k:(run + 1) * k], W,
-                                          np.full(k, self.lr if gradient else 1.0), self.averaging, self.local_steps,
-                                          gradient=replies.combine(W, values) if gradient else None))
+                before = self.models[run * k:(run + 1) * k]
+                after = apply_round(replies, before, W, np.full(k, lr if gradient else 1.0), self.averaging,
+                                    self.local_steps, gradient=replies.combine(W, values) if gradient else None)
+                stacks.append(_keep_integers(self.layout, after, before, None if gradient else W, values))
             self.models = np.concatenate(stacks)
         self._after_round(r)
         metrics = self._train_metrics(server_round, r["asked"], len(nodes), {"objective": r["objective"]},
@@ -939,8 +961,12 @@ class SRFCA(ClusteredStrategy):
         labels = one_shot(client_distances(replies, stack, self.dist, L), self.threshold, self.min_size)
         self.labels.update({n: int(c) for n, c in zip(nodes, labels, strict=True)})
         C = int(labels.max(initial=-1)) + 1
-        self.models = (replies.combine(assignment_weights(labels, C, replies.n_samples), stack) if C
-                       else np.zeros((0, self.layout.n_params)))
+        if C:
+            W = assignment_weights(labels, C, replies.n_samples)
+            self.models = _keep_integers(self.layout, replies.combine(W, stack), np.zeros((C, self.layout.n_params)),
+                                         W, stack)
+        else:
+            self.models = np.zeros((0, self.layout.n_params))
 
     def _gradient_step(self, grads: dict[int, RecordDict]) -> None:
         """One TrimmedMeanGD step (Alg. 3) on the gradients that arrived; a cluster none of whose clients
@@ -957,7 +983,7 @@ class SRFCA(ClusteredStrategy):
                               None if radius is None else self._center, radius)
         idle = ~np.isin(np.arange(C), labels)
         new[idle] = self.models[idle]
-        self.models = new
+        self.models = _keep_integers(self.layout, new, self.models, None, G)
 
     def _recluster_merge(self, server_round: int) -> None:
         """RECLUSTER (Alg. 2) and MERGE (Alg. 4) after a REFINE's TrimmedMeanGD, as SR-FCA's ``_refine``."""
@@ -995,7 +1021,9 @@ class SRFCA(ClusteredStrategy):
         new = np.where(reclustered >= 0, merged_id[np.maximum(reclustered, 0)], -1)
         C_new = int(merged_id.max(initial=-1)) + 1
         if C_new:
-            self.models = replies.combine(merge_weights(merged_id), omega)
+            W = merge_weights(merged_id)
+            self.models = _keep_integers(self.layout, replies.combine(W, omega), np.zeros((C_new, omega.shape[1])),
+                                         W, omega)
         else:
             self.models = np.zeros((0, self.layout.n_params))
         self.labels.update({n: int(c) for n, c in zip(nodes, new, strict=True)})
