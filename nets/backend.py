@@ -55,6 +55,7 @@ import numpy as np
 import torch
 from torch.func import grad, vmap
 
+from synth.backend import TRIM_RULES, trim_range
 from synth.validation import check_choice, check_client_counts, check_int, check_real
 
 from .functional import FunctionalModel, as_numpy
@@ -436,18 +437,20 @@ class TorchBackend:
                     out[cols, self.shared] = values[active][:, self.shared].mean(0)
         return out
 
-    def trimmed_mean(self, values, labels, n_groups: int, beta: float):
-        """Coordinatewise ``TrMean_beta`` of each group's rows (SR-FCA Def. 3.2); empty groups give NaN."""
+    def trimmed_mean(self, values, labels, n_groups: int, beta: float, rule: str = "symmetric"):
+        """Coordinatewise ``TrMean_beta`` of each group's rows (SR-FCA Def. 3.2; ``rule``: :func:`synth.backend.
+        trim_range`); empty groups give NaN."""
         values = self.from_numpy(values)
         labels = np.asarray(labels, dtype=np.int64)
         beta = check_real("beta", beta, low=0.0, high=0.5, high_inclusive=False)
+        rule = check_choice("rule", rule, TRIM_RULES)
         out = torch.full((n_groups, values.shape[1]), float("nan"), dtype=self.dtype, device=self.device)
         for g in range(n_groups):  # loop over clusters, not clients
             rows = values[torch.as_tensor(np.flatnonzero(labels == g), device=self.device)]
             J = rows.shape[0]
             if J:
-                cut = int(np.floor(beta * J + 1e-12))
-                out[g] = rows.mean(0) if cut == 0 else rows.sort(0).values[cut:J - cut].mean(0)
+                start, end = trim_range(J, beta, rule)
+                out[g] = rows.mean(0) if (start, end) == (0, J) else rows.sort(0).values[start:end].mean(0)
         return out
 
     def step(self, models, direction, lr):

@@ -23,7 +23,8 @@ from synth.validation import check_choice
 
 from .backend import TorchBackend
 
-__all__ = ["RULES", "client_scores", "clustering_scores", "evaluate", "mean_scores", "train_identity_scores"]
+__all__ = ["RULES", "client_scores", "clustering_scores", "code_scores", "evaluate", "mean_scores",
+           "train_identity_scores"]
 
 RULES = ("min-loss", "cluster")
 
@@ -80,6 +81,20 @@ def train_identity_scores(score: Callable[..., dict], models, rule: str, labels)
         return {}
     s = score(models, "cluster", np.asarray(labels, dtype=np.int64))
     return {"test_accuracy_train_identity": s["test_accuracy"], "test_loss_train_identity": s["test_loss"]}
+
+
+def code_scores(test: TorchBackend, models, labels) -> dict:
+    """SR-FCA's accuracy as its public code reports it (sr-fca@a1b418f src/clustering/sr_fca.py:60, 104-119;
+    src/utils.py ``avg_metrics``): each clustered client's test accuracy on its cluster's model, averaged with
+    weight 1 per client over the clients that have a cluster; clients with label -1 are left out."""
+    labels = np.asarray(labels, dtype=np.int64)
+    clustered = labels >= 0
+    if not clustered.any() or len(models) == 0:
+        return {"test_accuracy_code": None, "clustered_clients_code": 0}
+    _, acc, _, _ = client_scores(test, models, "cluster", labels)
+    mean = float(np.mean(acc[clustered]))
+    return {"test_accuracy_code": None if np.isnan(mean) else mean,
+            "clustered_clients_code": int(clustered.sum())}
 
 
 def clustering_scores(labels, truth) -> dict:

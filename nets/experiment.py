@@ -26,7 +26,7 @@ from .checkpoint import load_checkpoint, release_checkpoint, save_checkpoint
 from .data import SOURCES, fetch
 from .datasets import DATASETS, build_federation, default_model
 from .device import resolve_device
-from .evaluate import clustering_scores, evaluate, train_identity_scores
+from .evaluate import clustering_scores, code_scores, evaluate, train_identity_scores
 from .models import MODELS
 from .partition import PoolTooSmallError
 
@@ -372,6 +372,8 @@ def run_experiment(params: dict[str, Any], *, history: bool = False, batched: bo
                                         res.labels))
     if validation is not None:
         record.update(validation)
+    if "scored_labels" in res.extra:  # SR-FCA's public-code variant: the accuracy its code reports
+        record.update(code_scores(test, res.extra["scored_models"], res.extra["scored_labels"]))
     if "status" in res.extra:  # e.g. SR-FCA: why no cluster survived
         record["status"] = str(res.extra["status"])
     if machines is not None:

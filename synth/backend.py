@@ -585,7 +585,7 @@ class GLMBackend:
     def combine(self, weights, values):
         return np.asarray(weights, dtype=np.float64).T @ np.asarray(values, dtype=np.float64)
 
-    def trimmed_mean(self, values, labels, n_groups: int, beta: float):
+    def trimmed_mean(self, values, labels, n_groups: int, beta: float, rule: str = "symmetric"):
         """Coordinatewise TrMean_beta of each group's rows (SR-FCA Def. 3.2); empty groups give NaN."""
         values = np.asarray(values, dtype=np.float64)
         labels = np.asarray(labels, dtype=np.int64)
@@ -593,7 +593,7 @@ class GLMBackend:
         for g in range(n_groups):  # loop over clusters, not clients
             rows = values[labels == g]
             if len(rows):
-                out[g] = trimmed_mean(rows, beta)
+                out[g] = trimmed_mean(rows, beta, rule)
         return out
 
     def step(self, models, direction, lr):
@@ -747,8 +747,26 @@ def project_ball(models, center, radius: float) -> np.ndarray:
     return c + diff * scale
 
 
-def trimmed_mean(rows: np.ndarray, beta: float) -> np.ndarray:
-    """Coordinatewise trimmed mean of ``rows`` (SR-FCA Def. 3.2).
+TRIM_RULES = ("symmetric", "public-code")
+
+
+def trim_range(J: int, beta: float, rule: str = "symmetric") -> tuple[int, int]:
+    """The sorted positions ``[start, end)`` that a coordinatewise trimmed mean of ``J`` values keeps.
+
+    ``"symmetric"`` (SR-FCA Def. 3.2): drop the ``floor(beta * J)`` smallest and largest values.
+    ``"public-code"``: SR-FCA's public code (harshv834/sr-fca@a1b418f src/trainers.py:451-466) keeps
+    ``int(beta * J)`` up to ``int((1 - beta) * J)`` (so ``J = 10, beta = 0.15`` drops 1 below and 2 above) and
+    falls back to the plain mean when that leaves at most one value or ``beta = 0``.
+    """
+    if rule == "public-code":
+        start, end = int(beta * J), int((1 - beta) * J)
+        return (0, J) if end <= start + 1 or beta == 0 else (start, end)
+    cut = int(np.floor(beta * J + 1e-12))
+    return cut, J - cut
+
+
+def trimmed_mean(rows: np.ndarray, beta: float, rule: str = "symmetric") -> np.ndarray:
+    """Coordinatewise trimmed mean of ``rows`` (SR-FCA Def. 3.2; ``rule`` as in :func:`trim_range`).
 
     Drops the ``floor(beta * J)`` smallest and largest values of every
     coordinate and averages the rest.  When ``beta * J`` is an integer this is
@@ -757,10 +775,10 @@ def trimmed_mean(rows: np.ndarray, beta: float) -> np.ndarray:
     kept.  ``beta = 0`` is the mean.
     """
     J = rows.shape[0]
-    cut = int(np.floor(beta * J + 1e-12))
-    if cut == 0:
+    start, end = trim_range(J, beta, rule)
+    if (start, end) == (0, J):
         return rows.mean(0)
-    return np.sort(rows, axis=0)[cut:J - cut].mean(0)
+    return np.sort(rows, axis=0)[start:end].mean(0)
 
 
 def _spd_solve(A: np.ndarray, rhs: np.ndarray, what: str) -> np.ndarray:

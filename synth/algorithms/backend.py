@@ -97,8 +97,11 @@ class ModelBackend(Protocol):
     def combine(self, weights: np.ndarray, values: Models) -> Models:
         """``weights.T @ values`` for ``weights`` of shape ``(c, M)`` and values ``(c, P)``: ``(M, P)``."""
 
-    def trimmed_mean(self, values: Models, labels: np.ndarray, n_groups: int, beta: float) -> Models:
-        """Coordinatewise ``TrMean_beta`` of the rows of each group (SR-FCA Def. 3.2): ``(n_groups, P)``."""
+    def trimmed_mean(self, values: Models, labels: np.ndarray, n_groups: int, beta: float,
+                     rule: str = "symmetric") -> Models:
+        """Coordinatewise ``TrMean_beta`` of the rows of each group (SR-FCA Def. 3.2): ``(n_groups, P)``.
+
+        ``rule``: which sorted positions are kept, :func:`synth.backend.trim_range`."""
 
     def step(self, models: Models, direction: Models, lr: np.ndarray) -> Models:
         """``models - lr[:, None] * direction`` (one step size per model)."""

@@ -11,6 +11,9 @@
    (connected components); the merged model is the average of its parts.
 
 The number of clusters is never an input: it is what ONE_SHOT and MERGE find.
+
+``variant="public-code"`` runs SR-FCA as its public code (harshv834/sr-fca@a1b418f, the code behind the paper's
+tables) runs it instead of as Alg. 1-4 are written; every difference is listed in :class:`SRFCA`'s docstring.
 The pure graph steps (:func:`one_shot`, :func:`recluster`, :func:`merge`)
 work on distance matrices; :class:`SRFCA` computes those distances through a
 :class:`~synth.algorithms.backend.ModelBackend`, either ``l2`` between
@@ -24,7 +27,7 @@ import numpy as np
 from ..validation import check_array, check_int, check_random_state, check_real
 from .backend import ModelBackend, Models
 from .common import assignment_weights, default_scheme
-from .params import POSITIVE, Array, Boolean, Estimator, Int, Real, shared
+from .params import POSITIVE, Array, Boolean, Estimator, Int, Options, Real, shared
 from .result import FitResult, History, Monitor
 
 __all__ = [
@@ -36,11 +39,13 @@ __all__ = [
     "merge",
     "merge_weights",
     "one_shot",
+    "pivot_clusters",
     "recluster",
     "trimmed_mean_gd",
 ]
 
 DISTS = ("l2", "cross")
+VARIANTS = ("paper", "public-code")
 
 
 # ---------------------------------------------------------------- graph steps (pure)
@@ -101,6 +106,30 @@ def one_shot(dist: np.ndarray, threshold: float, min_size: int) -> np.ndarray:
     return _components(adjacency, np.ones(m), min_size)
 
 
+def pivot_clusters(adjacency: np.ndarray, rng: np.random.Generator, keep_above: int) -> np.ndarray:
+    """The threshold graph's clusters as SR-FCA's public code forms them (sr-fca@a1b418f src/utils.py:276-290).
+
+    Repeatedly a pivot drawn uniformly from the nodes left takes itself and its direct neighbours among them
+    (not its connected component: a neighbour's neighbours may start clusters of their own); clusters of more
+    than ``keep_above`` nodes are kept (ONE_SHOT passes ``t``, so ``t = 2`` keeps clusters of at least 3 clients;
+    MERGE passes 0), numbered in the order they were formed; nodes of dropped clusters get -1.
+    """
+    A = np.asarray(adjacency, dtype=bool)
+    n = A.shape[0]
+    left = np.ones(n, dtype=bool)
+    labels = np.full(n, -1, dtype=np.int64)
+    kept = 0
+    while left.any():  # one pass per cluster formed, each over all nodes at once
+        pivot = int(rng.choice(np.flatnonzero(left)))
+        members = left & A[pivot]
+        members[pivot] = True
+        left &= ~members
+        if int(members.sum()) > keep_above:
+            labels[members] = kept
+            kept += 1
+    return labels
+
+
 def recluster(dist_to_clusters: np.ndarray) -> np.ndarray:
     """RECLUSTER (SR-FCA Alg. 2): ``C'(i) = argmin_c dist(w_i, omega_c)`` for a ``(m, C)`` distance matrix.
 
@@ -155,6 +184,13 @@ def merge_weights(merged_id: np.ndarray) -> np.ndarray:
 def local_models(backend: ModelBackend, method: str, steps: int, lr: float) -> Models:
     """ONE_SHOT's local models ``w_{i,T}``: exact ERM or ``T`` local GD steps from 0 (SR-FCA Alg. 1)."""
     return backend.local_models(method, steps, lr)
+
+
+def _threshold_graph(dist: np.ndarray, threshold: float) -> np.ndarray:
+    """The undirected graph ``dist <= threshold`` without self-loops."""
+    A = (dist <= threshold) | (dist.T <= threshold)
+    np.fill_diagonal(A, False)
+    return A
 
 
 # ------------------------------------------------------------------ distances
@@ -266,6 +302,34 @@ class SRFCA(Estimator):
         the local models on it; with fixed data the view is the data itself.
     random_state : seed of ``w_0`` when ``center`` is not given (the only
         random draw of SR-FCA; resampled data come from the backend's seed).
+    variant : ``"paper"`` (Alg. 1-4 as written; the default) or ``"public-code"``: SR-FCA as its public code
+        (sr-fca@a1b418f) runs it for the paper's tables.  There:
+
+        * ONE_SHOT's local models start from one draw of the backend's initialisation *per client*
+          (``src/clustering/sr_fca.py``:23-26, one ``ClientTrainer`` each) and train with the backend's optimiser
+          (the code's Adam, batch 50, is the backend's configuration, not the estimator's);
+        * the threshold graph is clustered by :func:`pivot_clusters` (random pivot and its direct neighbours,
+          clusters of more than ``t`` clients; ``src/utils.py``:276-290), not by connected components;
+        * each REFINE trains every cluster from a *fresh* draw of the initialisation
+          (``sr_fca.py``:104-119, a new ``ClusterTrainer``) for ``trmean_steps`` rounds; a round samples
+          ``clients_per_round`` clients of the cluster without replacement (all when it has fewer), each takes
+          ``refine_local_steps`` optimiser steps from the cluster model (a fresh optimiser per round) and the
+          cluster model becomes the coordinatewise trimmed mean of their *weights*, kept positions
+          ``int(beta J)`` .. ``int((1 - beta) J)`` (``src/trainers.py``:354-362, 440-466);
+        * RECLUSTER drops clusters of fewer than ``t`` clients (``sr_fca.py``:175-199), and MERGE then scores
+          merged cluster ``j`` with the model trained for cluster ``j`` *before* that renumbering (the code
+          renumbers ``cluster_map`` but not ``cluster_trainers``, ``sr_fca.py``:193-199 and 204-206); MERGE
+          pivot-clusters the clusters (threshold ``lambda``, every cluster kept) and joins their clients without
+          averaging models (``sr_fca.py``:225-235): the next REFINE starts afresh anyway;
+        * the code reports the accuracy of the last REFINE's models on the clients they were trained on, before
+          that REFINE's RECLUSTER and MERGE, leaving unclustered clients out (``sr_fca.py``:60, 104-119):
+          ``result_.extra["scored_labels"]`` and ``["scored_models"]`` hold that clustering and those models.
+          ``labels_`` is still the final clustering ``C_R`` (clients without a cluster put with their nearest
+          final model) and ``models_`` its models: merged parts averaged, the toolkit's addition, since the
+          code has no model for a merged cluster.
+    clients_per_round : clients of a cluster sampled per REFINE round (``"public-code"`` only; the code's 10).
+    refine_local_steps : optimiser steps per sampled client and REFINE round (``"public-code"`` only; the
+        code's 5).
     monitor : optional ``monitor(r, models (C, P), labels (m,)) -> dict``
         called on ``C_0`` (models: the ``n_i``-weighted means of each
         cluster's local models) and on every ``C_r`` (models: MERGE's merged
@@ -301,12 +365,16 @@ class SRFCA(Estimator):
         "diameter": [None, POSITIVE],
         "center": [None, Array(1)],
         "resample": [Boolean()],
+        "variant": [Options(*VARIANTS)],
+        "clients_per_round": [Int(1, None)],
+        "refine_local_steps": [Int(1, None)],
     }
 
     def __init__(self, threshold: float, min_size: int = 2, beta: float = 0.1, n_refine: int = 2,
                  local: str = "erm", local_train_steps: int = 100, local_step_size: float = 0.1,
                  trmean_steps: int = 50, trmean_step_size: float = 0.1, diameter: float | None = None,
-                 center=None, dist: str = "l2", resample: bool = False, random_state=None,
+                 center=None, dist: str = "l2", resample: bool = False, variant: str = "paper",
+                 clients_per_round: int = 10, refine_local_steps: int = 5, random_state=None,
                  monitor: Monitor | None = None):
         self.threshold = threshold
         self.min_size = min_size
@@ -321,6 +389,9 @@ class SRFCA(Estimator):
         self.center = center
         self.dist = dist
         self.resample = resample
+        self.variant = variant
+        self.clients_per_round = clients_per_round
+        self.refine_local_steps = refine_local_steps
         self.random_state = random_state
         self.monitor = monitor
 
@@ -335,10 +406,16 @@ class SRFCA(Estimator):
             v["w0"] = backend.to_numpy(backend.init_models(1, default_scheme(backend), rng))[0]
         else:
             v["w0"] = v["center"]
+        v["rng"] = rng
+        if v["variant"] == "public-code" and self.resample:
+            raise ValueError("resample=True (Thm 4.11) is defined for variant='paper' only; the public code never "
+                             "resamples")
         return v
 
     def fit(self, backend: ModelBackend) -> SRFCA:
         v = self._validate(backend)
+        if v["variant"] == "public-code":
+            return self._fit_public_code(backend, v)
         lam, t, dist = v["threshold"], v["min_size"], v["dist"]
         center_b = backend.from_numpy(v["center"][None])
         history = History()
@@ -378,17 +455,101 @@ class SRFCA(Estimator):
                 D = client_cluster_distances(view, local, models, labels, dist, local_losses)
                 final = np.where(labels >= 0, labels, recluster(D))
             models_np = backend.to_numpy(models)
-        n_found = int(models_np.shape[0])
         # communication rounds: ONE_SHOT's upload of the local models, then TrimmedMeanGD's gradient rounds
         rounds = 1 + v["trmean_steps"] * (len(history) - 1)
-        self.result_ = FitResult(
-            labels=final, models=models_np, n_clusters=n_found, history=history, rounds=rounds,
-            extra={"one_shot_labels": one_shot_labels, "refine_labels": refine_labels,
-                   "recluster_labels": recluster_history, "local_models": local,
-                   "status": status},
-        )
-        self.labels_, self.models_, self.n_clusters_, self.history_ = final, models_np, n_found, history
+        return self._finish(final, models_np, history, rounds,
+                            {"one_shot_labels": one_shot_labels, "refine_labels": refine_labels,
+                             "recluster_labels": recluster_history, "local_models": local, "status": status})
+
+    def _finish(self, labels, models_np, history, rounds, extra) -> SRFCA:
+        n_found = int(models_np.shape[0])
+        self.result_ = FitResult(labels=labels, models=models_np, n_clusters=n_found, history=history,
+                                 rounds=rounds, extra=extra)
+        self.labels_, self.models_, self.n_clusters_, self.history_ = labels, models_np, n_found, history
         return self
+
+    # -- the public code's SR-FCA (variant="public-code") ------------------------------
+    def _fit_public_code(self, backend: ModelBackend, v: dict) -> SRFCA:
+        """SR-FCA as sr-fca@a1b418f runs it (the differences are listed in the class docstring)."""
+        lam, t, dist, rng = v["threshold"], v["min_size"], v["dist"], v["rng"]
+        scheme = default_scheme(backend)
+        history = History()
+        status = "ok"
+        starts = backend.to_numpy(backend.init_models(backend.n_clients, scheme, rng))
+        local = backend.local_models(v["local"], v["local_train_steps"], v["local_step_size"], init=starts)
+        local_losses = backend.losses(local) if dist == "cross" else None
+        labels = pivot_clusters(_threshold_graph(client_distances(backend, local, dist, local_losses), lam), rng, t)
+        one_shot_labels = labels.copy()
+        models = self._cluster_means(backend, local, labels)
+        self._record(history, 0, models, labels, backend)
+        scored_labels, scored_models, recluster_history = labels.copy(), models, []
+        for r in range(1, v["n_refine"] + 1):
+            if labels.max(initial=-1) < 0:
+                status = f"no cluster left before REFINE {r} (no cluster of more than min_size={t} clients)"
+                break
+            C = int(labels.max()) + 1
+            omega = self._code_refine_models(backend, labels, C, v, scheme, rng)
+            scored_labels, scored_models = labels.copy(), omega
+            L_omega = backend.losses(omega) if dist == "cross" else None
+            reclustered = recluster(client_cluster_distances(backend, local, omega, labels, dist, local_losses,
+                                                             L_omega))
+            # clusters of fewer than t clients are dropped and the rest renumbered; the models keep their old
+            # numbers, so MERGE scores new cluster j with old cluster j's model (sr_fca.py:193-199, 204-206)
+            sizes = np.bincount(reclustered, minlength=C)
+            kept = sizes >= t
+            renumber = np.where(kept, np.cumsum(kept) - 1, -1)
+            reclustered = renumber[reclustered]
+            recluster_history.append(reclustered.copy())
+            C_kept = int(kept.sum())
+            if C_kept == 0:
+                labels = reclustered
+                models = backend.from_numpy(np.zeros((0, backend.n_params)))
+                self._record(history, r, models, labels, backend)
+                status = f"no cluster of >= min_size={t} clients after RECLUSTER {r}"
+                break
+            merge_models = backend.take(omega, np.arange(C_kept))
+            L_merge = None if L_omega is None else L_omega[:, :C_kept]
+            merged_id = pivot_clusters(
+                _threshold_graph(cluster_distances(backend, merge_models, reclustered, dist, L_merge), lam), rng, 0)
+            labels = np.where(reclustered >= 0, merged_id[np.maximum(reclustered, 0)], -1)
+            models = backend.combine(merge_weights(merged_id), merge_models)
+            self._record(history, r, models, labels, backend)
+
+        refine_labels, final = labels.copy(), labels
+        if labels.max(initial=-1) < 0:
+            if status == "ok":
+                status = f"no cluster of more than min_size={t} clients (threshold={lam} too small)"
+            models_np = np.zeros((0, backend.n_params))
+        else:
+            if (labels < 0).any():
+                D = client_cluster_distances(backend, local, models, labels, dist, local_losses)
+                final = np.where(labels >= 0, labels, recluster(D))
+            models_np = backend.to_numpy(models)
+        # rounds of communication: ONE_SHOT's upload, then every REFINE's rounds
+        rounds = 1 + v["trmean_steps"] * (len(history) - 1)
+        return self._finish(final, models_np, history, rounds,
+                            {"one_shot_labels": one_shot_labels, "refine_labels": refine_labels,
+                             "recluster_labels": recluster_history, "local_models": local, "status": status,
+                             "scored_labels": scored_labels, "scored_models": backend.to_numpy(scored_models)})
+
+    def _code_refine_models(self, backend, labels, C, v, scheme, rng):
+        """One REFINE's cluster models as the public code trains them (src/trainers.py:354-466): a fresh model per
+        cluster; each round ``clients_per_round`` sampled clients per cluster take ``refine_local_steps`` steps from
+        it and the model becomes the public code's trimmed mean of their weights."""
+        omega = backend.init_models(C, scheme, rng)
+        q, beta = v["clients_per_round"], v["beta"]
+        members = np.flatnonzero(labels >= 0)
+        for _ in range(v["trmean_steps"]):  # loop over rounds; clients and clusters are vectorised in the backend
+            # q clients of each cluster without replacement: the q smallest of one uniform key per client
+            key = rng.random(len(members))
+            order = np.lexsort((key, labels[members]))
+            lab_sorted = labels[members][order]
+            first = np.searchsorted(lab_sorted, lab_sorted, side="left")
+            chosen = members[order[np.arange(len(order)) - first < q]]
+            lab = labels[chosen]
+            W = backend.local_update(omega, lab, v["refine_local_steps"], v["trmean_step_size"], clients=chosen)
+            omega = backend.trimmed_mean(W, lab, C, beta, rule="public-code")
+        return omega
 
     # -- one REFINE step (Alg. 1) ------------------------------------------------
     def _refine(self, view, local, local_losses, labels, v, center_b):
