@@ -58,9 +58,10 @@ def _configure_run(sub: argparse.ArgumentParser, looped: bool = True) -> None:
     sub.add_argument("--history", action="store_true", help="include per-round metrics in the output")
 
 
-# flags that size every algorithm's run: the local models' and SR-FCA's trimmed-mean steps default to --rounds x
-# --local-steps, and --step-size is every estimator's step size
-_EVERY_ALGO = ("rounds", "local_steps", "step_size")
+# flags that every algorithm reads: the local models' and SR-FCA's trimmed-mean steps default to --rounds x
+# --local-steps, --step-size is every estimator's step size, and --seed draws the data, the initial weights and the
+# minibatch order of every run (nets.experiment.run_experiment spawns the three streams from it)
+_EVERY_ALGO = ("rounds", "local_steps", "step_size", "seed")
 
 
 def algo_flags(algo: str) -> frozenset[str]:
