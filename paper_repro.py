@@ -59,7 +59,8 @@ def _parser(targets):
     parser.add_argument("--progress", action="store_true",
                         help="a progress bar per target on stderr even when it is not a terminal (default: a bar on "
                              "a terminal, else a line with the elapsed time, trials done and an ETA every 30 s)")
-    camp = parser.add_argument_group("paper-scale campaign (figures/measured/campaign.csv; see figures/campaign.py)")
+    camp = parser.add_argument_group("paper-scale campaign (figures/measured/campaign.csv; see "
+                                     "figures/campaign/planner.py)")
     camp.add_argument("--campaign", default=None, choices=["plan", "run"],
                       help="plan: time every real-data cell not timed yet at the paper's setting and write the "
                            "manifest; run: then run the queued cells' runs at the paper's setting, one JSON per run "
@@ -197,7 +198,7 @@ def _cfl(text: str | None) -> dict | None:
 
     if text is None:
         return None
-    from figures.netcommon import parse_cfl
+    from figures.targets.netcommon import parse_cfl
 
     try:
         return parse_cfl(text)
@@ -229,7 +230,7 @@ def main(argv=None) -> int:
 
 
 def _main(argv) -> int:
-    from figures.progress import closing_summary, cpu_seconds
+    from figures.report.progress import closing_summary, cpu_seconds
 
     # the run's wall and CPU time are counted from here (the targets' imports included)
     wall_start, cpu_start = time.perf_counter(), cpu_seconds()
@@ -255,7 +256,7 @@ def _main(argv) -> int:
     elif n_jobs == -1:
         n_jobs = os.cpu_count() or 1
     device = _device(args.device)
-    # the trials' own bars stay off: each target reports its progress as a whole (figures.progress)
+    # the trials' own bars stay off: each target reports its progress as a whole (figures.report.progress)
     ctx = Context(out=Path(args.out), size=size, n_jobs=n_jobs, backend=args.backend, device=device,
                   scheduler=args.scheduler, data_dir=args.data_dir, progress=False, cfl=cfl)
     if args.list:
@@ -321,7 +322,7 @@ def _run_target(ctx, name: str, position: int, total: int, bar: bool | None, t0:
     """Run one target, write its section and status and print its lines; ``(name, done)`` (False: it failed).
     ``t0``: the run's start (``time.time()``), for the time since the start."""
     from figures import load_targets
-    from figures.progress import StepProgress, cpu_seconds, duration
+    from figures.report.progress import StepProgress, cpu_seconds, duration
 
     t = load_targets()[name]
     print(f"[{name}] ({position}/{total}) running ({ctx.size}) ...", flush=True)
@@ -374,10 +375,10 @@ def _hours(flag: str, text: str | None, default: float | None) -> float | None:
 
 
 def _campaign(args, n_jobs: int, argv) -> int:
-    """``--campaign plan | run`` (figures/campaign.py): the manifest, and the paper-scale runs."""
+    """``--campaign plan | run`` (figures/campaign/planner.py): the manifest, and the paper-scale runs."""
     import shlex
 
-    from figures import campaign
+    from figures.campaign import planner as campaign
     from synth.cli import UsageError
 
     budget = _hours("--budget-hours", args.budget_hours, campaign.BUDGET_HOURS)
@@ -401,12 +402,12 @@ def _campaign(args, n_jobs: int, argv) -> int:
     if args.campaign == "run":
         stored = None
         if args.commit_runs:
-            from figures.campaign_dask import git_commit_run
+            from figures.campaign.dask_runner import git_commit_run
 
             def stored(res):
                 git_commit_run(res["path"], log)
         if dask:
-            from figures import campaign_dask
+            from figures.campaign import dask_runner as campaign_dask
 
             campaign_dask.run_campaign(budget, data_dir=args.data_dir, only=only, hours=hours, command=command,
                                        log=log, on_stored=stored, scheduler=args.scheduler, cpus=cpus, gpus=gpus)
@@ -415,7 +416,7 @@ def _campaign(args, n_jobs: int, argv) -> int:
                                   log=log, device=device, on_stored=stored)
     then = None
     if dask and args.campaign == "plan":  # the table's wall time on the cluster's CPU and GPU workers
-        from figures.campaign_dask import device_plan
+        from figures.campaign.dask_runner import device_plan
 
         def then(plans, timings):
             return device_plan(plans, timings, cpus, gpus, root=campaign.HERE, budget_hours=budget)
@@ -481,14 +482,14 @@ def _target_context(ctx, target):
 
 
 def _done_status(ctx, section, run_size: str, seconds: float) -> dict:
-    """A done target's status: its rows, verdict counts and their digest with its section (figures.status)."""
-    from figures.status import done_status
+    """A done target's status: its rows, verdict counts and their digest with its section (figures.report.status)."""
+    from figures.report.status import done_status
 
     return done_status(_row_records(section), section.title, ctx.size, run_size, section.markdown, seconds)
 
 
 def _row_records(section) -> list[dict]:
-    from figures.headline import row_record
+    from figures.report.headline import row_record
 
     return [row_record(r) for r in getattr(section, "rows", [])]
 
@@ -502,16 +503,16 @@ def _write_status(ctx, name: str, status: dict) -> None:
 
 def _headline(ctx, targets) -> str:
     """The headline from the verified status files of this size (targets run earlier included)."""
-    from figures.assemble import headline
+    from figures.report.assemble import headline
 
     return headline(ctx.out, targets, ctx.size)
 
 
 def _assemble(ctx, targets, seconds: float, n_jobs: int):
     """``report.md`` and ``report.html`` from the verified status and section of every target of this size; a status
-    that cannot be read is listed as unreadable (figures.assemble)."""
-    from figures.assemble import assemble
+    that cannot be read is listed as unreadable (figures.report.assemble)."""
     from figures.registry import MEDIUM_AT_QUICK
+    from figures.report.assemble import assemble
 
     extra = (" In a medium run the synthetic and theory targets run at the quick size, and so do "
              + "; ".join(f"`{k}` ({v})" for k, v in MEDIUM_AT_QUICK.items()) + "." if ctx.size == "medium" else "")

@@ -16,10 +16,10 @@ Steps, in order:
 1. ``gpu_env.json``: the device, torch and CUDA versions, the determinism settings below.
 2. ``cuda_tests.log``: ``pytest tests/test_nets_cuda.py`` (CUDA = CPU in float64 and within float32 rounding;
    batched = looped on CUDA; two CUDA runs identical), cut at 150 s.
-3. ``campaign.log`` and ``campaign_runs.tgz``: ``figures.campaign.run_campaign(device=...)`` over the cells named by
-   ``--cells`` (in that order, minimal seeds; runs already stored are skipped), starting no run after ``--minutes``.
-   After each finished run the tarball is rewritten (atomically) with every run JSON made on this device and the
-   IFCA/global checkpoints, relative to ``figures/measured``; unpack it there.
+3. ``campaign.log`` and ``campaign_runs.tgz``: ``figures.campaign.planner.run_campaign(device=...)`` over the cells
+   named by ``--cells`` (in that order, minimal seeds; runs already stored are skipped), starting no run after
+   ``--minutes``. After each finished run the tarball is rewritten (atomically) with every run JSON made on this device
+   and the IFCA/global checkpoints, relative to ``figures/measured``; unpack it there.
 
 Determinism: ``CUBLAS_WORKSPACE_CONFIG=:4096:8``, ``torch.use_deterministic_algorithms(True, warn_only=True)``,
 TF32 off for matrix products and cuDNN (float32 end to end, as on the CPU).
@@ -67,7 +67,7 @@ def _settings() -> dict:
 def _env(device: str, settings: dict) -> dict:
     import torch
 
-    from figures.campaign import commit, device_name
+    from figures.campaign.planner import commit, device_name
 
     env = {"device": device_name(device), "torch": torch.__version__, "cuda": torch.version.cuda,
            "python": sys.version.split()[0], "commit": commit(), "settings": settings,
@@ -124,7 +124,7 @@ def _checked_args(argv: list[str]):
     name would run nothing, silently), the minutes, the data folder, the device."""
     import math
 
-    from figures import campaign
+    from figures.campaign import planner as campaign
 
     args = _parser().parse_args(argv)
     only = [c.strip() for c in args.cells.split(",") if c.strip()]
@@ -168,7 +168,7 @@ def _main(argv: list[str]) -> int:
         (out / "cuda_tests.log").write_text(log)
         print(log[-3000:], flush=True)
 
-    from figures import campaign
+    from figures.campaign import planner as campaign
 
     store = campaign.HERE
     if args.smoke:

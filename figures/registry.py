@@ -74,16 +74,16 @@ class Context:
     scheduler: str | None = None
     data_dir: str | None = None
     progress: bool | None = None
-    cfl: dict | None = None  # CFL hyper-parameters for every CFL run (see figures.netcommon.parse_cfl)
+    cfl: dict | None = None  # CFL hyper-parameters for every CFL run (see figures.targets.netcommon.parse_cfl)
     # re-plot from the result stores alone: run_points reads finished trials and computes nothing (a missing trial
     # is an error), see figures.runs.replot
     replot: bool = False
     # the target being run (set by the registry): recorded in the stores it writes, so they can be re-plotted
     target: str | None = None
     # read the runs from the campaign's one-JSON-per-run folders under this directory instead of running them
-    # (figures.campaign): a run not stored there is a "missing" record, never computed
+    # (figures.campaign.planner): a run not stored there is a "missing" record, never computed
     stored: Path | None = None
-    # with ``stored``: every run a target asks for is appended here (figures.campaign.RunRequest)
+    # with ``stored``: every run a target asks for is appended here (figures.campaign.planner.RunRequest)
     requests: list | None = None
     # other targets of this run may be filling the same result store at the same time (paper_repro.py runs quick
     # targets side by side): wait for a store in use, then read its runs, instead of refusing it

@@ -27,8 +27,8 @@ from synth.montecarlo import run_trials
 from synth.spec import ExperimentSpec, callable_name
 from synth.store import META_FILE, StoreError, read_meta, read_records, write_text_atomic
 
-from .progress import track_batch
 from .registry import Context
+from .report.progress import track_batch
 
 __all__ = ["Summary", "by_point", "paper_stores", "replot", "run_points", "run_spec", "stored_records",
            "summarise_values", "success_summary"]
@@ -73,7 +73,7 @@ def _run(ctx: Context, folder: str, trial_fn: Callable, spec: ExperimentSpec, po
          desc: str | None) -> list[dict[str, Any]]:
     trials, seed = spec.trials, spec.seed
     if ctx.stored is not None:
-        from .campaign_store import stored_records as campaign_records
+        from .campaign.store import stored_records as campaign_records
 
         return campaign_records(ctx, folder, spec, trial_fn)
     store = ctx.folder(folder) / f"store-{ctx.size}"
@@ -85,7 +85,7 @@ def _run(ctx: Context, folder: str, trial_fn: Callable, spec: ExperimentSpec, po
             "context": {"device": ctx.device, "data_dir": None if ctx.data_dir is None else str(ctx.data_dir)}}
     try:
         # the points as given (the spec holds their JSON form, which is what the store compares and keeps); the
-        # running paper_repro.py target counts this batch's trials as the store gains them (figures.progress)
+        # running paper_repro.py target counts this batch's trials as the store gains them (figures.report.progress)
         with _store_turn(ctx, store), track_batch(store, len(points) * trials):
             if ctx.wait_for_stores:  # another target may have filled it (and named itself) while this one waited
                 old = read_meta(store) if (store / META_FILE).exists() else None

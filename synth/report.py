@@ -48,7 +48,7 @@ LABELS = {"R": "separation scale R", "sigma": "noise σ", "n": "samples per clie
           "threshold": "threshold λ", "beta": "trimming β", "min_size": "size parameter t"}
 MAX_TABLE_ROWS = 80
 MAX_HISTORY_LINES = 8
-# no band is drawn from fewer trials than this (figures.style.MIN_BAND): a t-interval from 2 values fills the axis
+# no band is drawn from fewer trials than this (figures.plots.style.MIN_BAND): a t-interval from 2 values fills the axis
 MIN_BAND = 3
 
 
@@ -253,7 +253,7 @@ def _setting(sweep: dict[str, Any]) -> str:
 
 def _at_paper_scale(sweep: dict[str, Any]) -> bool:
     """Whether the store ran a paper's full grid: the spec file ``synth/specs/<name>.toml`` is a ``_full`` one
-    (the papers' sizes, :mod:`figures.ifca_synthetic`) and its settings, grid and trials are the store's."""
+    (the papers' sizes, :mod:`figures.targets.ifca_synthetic`) and its settings, grid and trials are the store's."""
     import tomllib
 
     path = Path(__file__).resolve().parent / "specs" / f"{sweep['name']}.toml"
@@ -268,14 +268,14 @@ def _at_paper_scale(sweep: dict[str, Any]) -> bool:
 
 
 def _face(sweep: dict[str, Any], title: str | None, what: str, per: str) -> tuple[str, str]:
-    """A figure's face (:func:`figures.style.face`) and its small print.
+    """A figure's face (:func:`figures.plots.style.face`) and its small print.
 
     The face: the paper's figure (the title's part before its first comma) with the generator's sizes and what is
     drawn; the data (family, θ*); the scale ("paper scale" where the store ran the paper's full grid) and the
     protocol; the trials per point.  The small print: the spec's name and the rest of the title (the public code's
     name of the grid), which a reader may want but need not see first.
     """
-    from figures.style import face
+    from figures.plots.style import face
 
     head, _, detail = (title or "").partition(", ")
     head = head.strip() or sweep["name"]
@@ -299,7 +299,7 @@ def _face(sweep: dict[str, Any], title: str | None, what: str, per: str) -> tupl
 
 
 def _plain(text: str) -> str:
-    from figures.style import plain_maths
+    from figures.plots.style import plain_maths
 
     return plain_maths(text.replace("theta*", "θ*"))
 
@@ -332,7 +332,7 @@ def _ylabel(y: str, confidence: float) -> str:
 def _curve_figure(sweep, summary, curve, path: Path, confidence: float) -> str:
     import seaborn as sns
 
-    from figures.style import new_figure, small_print, suptitle
+    from figures.plots.style import new_figure, small_print, suptitle
 
     x, y = curve["x"], curve["y"]
     if y != "success" and y not in sweep["outputs"]["metrics"]:
@@ -435,7 +435,7 @@ def _heatmap_figure(sweep, summary, heat, path: Path, confidence: float) -> str:
     facet on one colour scale, each cell printing its value (and its trial count where it differs)."""
     import seaborn as sns
 
-    from figures.style import new_figure, small_print, suptitle
+    from figures.plots.style import new_figure, small_print, suptitle
 
     x, y, value = heat["x"], heat["y"], heat["value"]
     if value != "success" and value not in sweep["outputs"]["metrics"]:

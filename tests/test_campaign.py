@@ -1,5 +1,5 @@
-"""The paper-scale campaign (figures/campaign.py): runs collected from the targets, the one-JSON-per-run store, the
-manifest and budget, and the paper-scale rows (figures/measured.campaign_rows)."""
+"""The paper-scale campaign (figures/campaign/planner.py): runs collected from the targets, the one-JSON-per-run store,
+the manifest and budget, and the paper-scale rows (figures.campaign.measured.campaign_rows)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pytest
 
 pytest.importorskip("torch")
 
-from figures import campaign  # noqa: E402
-from figures.published import tables  # noqa: E402
+from figures.campaign import planner as campaign  # noqa: E402
 from figures.registry import Context  # noqa: E402
 from figures.runs import run_points  # noqa: E402
 from figures.trials import nets_trial  # noqa: E402
+from figures.verdicts.published import tables  # noqa: E402
 from synth.montecarlo import trial_seed  # noqa: E402
 from synth.store import StoreError  # noqa: E402
 
@@ -262,9 +262,9 @@ def test_a_stored_file_of_another_run_is_refused(tmp_path):
 def test_paper_scale_rows_test_stored_runs_against_the_papers_numbers(tmp_path, fake_data):
     """Fake stored results for CLoVE Table 5 (MNIST): the rows' means and tests follow them; IFCA is scored as CLoVE
     scores every method (the model assigned to each client), its min-loss score a second row, not counted."""
-    from figures.measured import campaign_rows
-    from figures.published import lookup
-    from figures.verdicts import PaperNumber, number_test
+    from figures.campaign.measured import campaign_rows
+    from figures.verdicts.published import lookup
+    from figures.verdicts.rules import PaperNumber, number_test
 
     root = tmp_path / "store"
     requests, _ = campaign.collect(root, fake_data, names=["clove-table5"])

@@ -1,4 +1,4 @@
-"""The paper-scale campaign on Dask workers (figures/campaign_dask.py): records identical to the loky runner's, a
+"""The paper-scale campaign on Dask workers (figures/campaign/dask_runner.py): records identical to the loky runner's, a
 worker killed mid-run, one runner per run, the GPU queue's order and the plan priced per device."""
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import pytest
 pytest.importorskip("torch")
 distributed = pytest.importorskip("distributed")
 
-from figures import campaign, campaign_dask  # noqa: E402
-from figures.campaign_store import RunRequest, load_run  # noqa: E402
+from figures.campaign import dask_runner as campaign_dask  # noqa: E402
+from figures.campaign import planner as campaign  # noqa: E402
+from figures.campaign.store import RunRequest, load_run  # noqa: E402
 from synth.montecarlo import trial_seed  # noqa: E402
 
 TRIAL = "figures.trials.nets_trial"
@@ -45,7 +46,7 @@ def _comparable(record: dict) -> dict:
 
 
 def _loky_records(requests: list[RunRequest], root: Path) -> dict[str, dict]:
-    """What the loky runner stores for ``requests``: each one through :func:`figures.campaign.execute`."""
+    """What the loky runner stores for ``requests``: each one through :func:`figures.campaign.planner.execute`."""
     for r in requests:
         assert campaign.execute(r, str(root), None, COMMAND).get("error") is None
     return {r.key: _comparable(load_run(r.path(root), r)) for r in requests}

@@ -1,4 +1,4 @@
-"""Every figure of every target, drawn at the tiny size, passes the checks of :mod:`figures.figcheck`.
+"""Every figure of every target, drawn at the tiny size, passes the checks of :mod:`figures.plots.figcheck`.
 
 The targets run once (``paper_repro.py --tiny``) with the figure writer wrapped: each figure is checked as it is
 saved, and each target's problems are one test.  The checks themselves are tested on figures that break them.
@@ -11,10 +11,10 @@ import math
 import numpy as np
 import pytest
 
-import figures.style as style
+import figures.plots.style as style
 import paper_repro
 from figures import load_targets
-from figures.figcheck import check_figure, title_problems
+from figures.plots.figcheck import check_figure, title_problems
 
 # measured-runs computes nothing and draws its figures with the nets targets' plotting, checked here (and reading
 # the stored paper-scale runs takes it minutes)
@@ -154,7 +154,7 @@ def test_small_text_fails():
 
 
 def test_stand_in_and_synthetic_numbers_are_never_held_to_the_papers_pm(checked):
-    from figures.headline import classify
+    from figures.report.headline import classify
 
     _, status = checked
     kinds = {name: t.kind for name, t in load_targets().items()}
@@ -164,7 +164,7 @@ def test_stand_in_and_synthetic_numbers_are_never_held_to_the_papers_pm(checked)
 
 
 def test_dot_plot_whiskers_only_from_three_seeds(tmp_path, monkeypatch):
-    from figures.dotplot import Dot, dot_plot
+    from figures.plots.dotplot import Dot, dot_plot
 
     seen = {}
 
@@ -184,7 +184,7 @@ def test_dot_plot_whiskers_only_from_three_seeds(tmp_path, monkeypatch):
 
 def test_dot_plot_says_why_a_panel_has_no_reproduced_value(tmp_path, monkeypatch):
     """A panel whose runs ended before the plotted stages carries the reason, not an unexplained gap."""
-    from figures.dotplot import Dot, dot_plot
+    from figures.plots.dotplot import Dot, dot_plot
 
     seen = {}
 
@@ -292,7 +292,7 @@ def test_a_stand_in_named_as_the_real_set_fails():
 
 
 def test_an_identity_the_exact_value_contradicts_is_titled_by_its_factor():
-    from figures.theory_figs import _verdicts
+    from figures.targets.theory_figs import _verdicts
 
     rows = [{"direction": "equal", "verdict": "violated", "bound": 10.0 * k, "exact": 2.0 * k, "empirical": math.nan}
             for k in (1, 2, 3)]
@@ -302,7 +302,7 @@ def test_an_identity_the_exact_value_contradicts_is_titled_by_its_factor():
 
 
 def _h2h_rows(init: float, reference: float) -> list[dict]:
-    from figures.head_to_head import ALGOS, D0
+    from figures.targets.head_to_head import ALGOS, D0
 
     out = []
     for sweep, xs in (("separation", [0.2, D0]), ("init", [0.45, 0.05]), ("unknown-k", [2, 3])):
@@ -316,7 +316,7 @@ def _h2h_rows(init: float, reference: float) -> list[dict]:
 
 
 def test_head_to_head_draws_no_flat_initialisation_panel(tmp_path, monkeypatch):
-    import figures.head_to_head as h2h
+    import figures.targets.head_to_head as h2h
 
     seen = {}
 
@@ -337,7 +337,7 @@ def test_head_to_head_draws_no_flat_initialisation_panel(tmp_path, monkeypatch):
 
 
 def test_phase_cells_print_no_pm_from_three_trials(tmp_path, monkeypatch):
-    import figures.phase as phase
+    import figures.targets.phase as phase
 
     texts = {}
 

@@ -10,9 +10,9 @@ import pytest
 
 import paper_repro
 from figures import TARGETS, Context, load_targets
-from figures.compare import numeric_row, trend_verdict
-from figures.published import lookup
 from figures.trials import closest_truth_distance, ifca_fig3_trial
+from figures.verdicts.compare import numeric_row, trend_verdict
+from figures.verdicts.published import lookup
 from synth import metrics
 
 

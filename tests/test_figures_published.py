@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from figures.published import claims, lookup, tables, values_in_line
+from figures.verdicts.published import claims, lookup, tables, values_in_line
 
 PAPERS = Path(os.environ.get("CFLAB_PAPERS", Path(__file__).resolve().parents[1].parent / "shared" / "papers"))
 pytestmark = pytest.mark.skipif(not PAPERS.is_dir(), reason=f"paper texts not available at {PAPERS}")

@@ -9,11 +9,11 @@ import os
 import numpy as np
 import pytest
 
-from figures.compare import Row
-from figures.headline import CAPTIONS, TABLES, classify, headline_markdown, tally
-from figures.headline import row_record as record
-from figures.status import digest, done_status, read_status
-from figures.verdicts import compare_pair, equal_claim, holm, level_claim, order_claim, ordering_rows, welch
+from figures.report.headline import CAPTIONS, TABLES, classify, headline_markdown, tally
+from figures.report.headline import row_record as record
+from figures.report.status import digest, done_status, read_status
+from figures.verdicts.compare import Row
+from figures.verdicts.rules import compare_pair, equal_claim, holm, level_claim, order_claim, ordering_rows, welch
 from tests.test_verdicts import _pub
 
 TARGET, OTHER = "ifca-fig3c", "ifca-fig3d"  # the targets of conftest's tiny_out run
@@ -222,7 +222,7 @@ def test_report_html_shows_no_raw_markdown(tiny_out):
 
 
 def test_bold_around_code_renders():
-    from figures.html_report import inline
+    from figures.report.html_report import inline
 
     text = _visible_text(inline("**IFCA Table I: `r.json` [stored run]**: seeds `[0]`; see [the README](a/README.md)"))
     assert "**" not in text and "](" not in text and "r.json" in text
@@ -230,7 +230,7 @@ def test_bold_around_code_renders():
 
 
 def test_a_caption_over_two_lines_stays_one_image_line():
-    from figures.compare import build_section
+    from figures.verdicts.compare import build_section
 
     sec = build_section("t", "intro", "f", [("a.png", "first line\nsecond line")], [], ["a.png"])
     assert "![first line second line](f/a.png)" in sec.markdown
@@ -238,8 +238,8 @@ def test_a_caption_over_two_lines_stays_one_image_line():
 
 def test_report_html_puts_real_data_and_paper_scale_targets_first(tmp_path):
     from figures import load_targets
-    from figures.html_report import _order
-    from figures.status import Status
+    from figures.report.html_report import _order
+    from figures.report.status import Status
 
     targets = load_targets()
     st = {"ifca-fig3a": Status("ifca-fig3a", tmp_path, "done", {"run_size": "quick"}),
@@ -253,8 +253,8 @@ def test_report_html_puts_real_data_and_paper_scale_targets_first(tmp_path):
 
 def test_a_quick_headline_points_to_the_real_data_and_shows_the_stored_rows(tmp_path):
     from figures import load_targets
-    from figures.assemble import MEDIUM_RECORD, headline
-    from figures.status import Status
+    from figures.report.assemble import MEDIUM_RECORD, headline
+    from figures.report.status import Status
 
     targets = load_targets()
     folder = tmp_path / "measured-runs"
@@ -262,7 +262,7 @@ def test_a_quick_headline_points_to_the_real_data_and_shows_the_stored_rows(tmp_
     rows = [Row("IFCA Table I: IFCA / Rotated MNIST (m,n)=(2400,100) [stored run]", "94.20 ± 0.03",
                 "94.21 ± 0.01 (n=3)", "+0.01", "agrees (equivalent within ±0.035)", source="IFCA Table I: x",
                 paper_number=(94.20, 0.03, 2, 5, "unstated"), protocol="same")]
-    from figures.compare import write_rows
+    from figures.verdicts.compare import write_rows
 
     write_rows(rows, folder / "comparison.csv")
     statuses = {name: Status(name, tmp_path, "not run", reason="none") for name in targets}
@@ -280,8 +280,8 @@ def test_a_quick_headline_points_to_the_real_data_and_shows_the_stored_rows(tmp_
 def test_targets_never_run_in_the_folder_are_left_out_of_the_headline(tmp_path):
     # `paper_repro.py --only X`: the other targets have no status file; the target table lists them, the headline not
     from figures import load_targets
-    from figures.assemble import headline
-    from figures.status import Status
+    from figures.report.assemble import headline
+    from figures.report.status import Status
 
     targets = load_targets()
     statuses = {name: Status(name, tmp_path, "not run", reason="no status file in this output folder")
@@ -293,7 +293,7 @@ def test_targets_never_run_in_the_folder_are_left_out_of_the_headline(tmp_path):
 
 
 def test_theory_rows_count_under_their_paper():
-    from figures.headline import paper_of
+    from figures.report.headline import paper_of
 
     assert paper_of("beyond papers", "srfca-lemma4.6 at n=25") == "SR-FCA"
     assert paper_of("beyond papers", "clove-lemma-a.1 at sigma=0.1") == "CLoVE"

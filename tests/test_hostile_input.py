@@ -709,7 +709,7 @@ def test_estimator_errors_and_divergence_name_the_run_flags(capsys):
 
 
 def test_a_repeated_cfl_key_is_refused():
-    from figures.netcommon import parse_cfl
+    from figures.targets.netcommon import parse_cfl
 
     with pytest.raises(ValueError, match="cfl: eps1 is given twice"):
         parse_cfl("eps1=1,eps1=2")

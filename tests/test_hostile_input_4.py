@@ -75,7 +75,7 @@ def test_resolve_trial_refuses_every_name_outside_the_registry(tmp_path, monkeyp
 
 def test_the_campaign_runner_refuses_a_foreign_trial_function(tmp_path, monkeypatch):
     pytest.importorskip("torch")
-    from figures.campaign import RunRequest, execute
+    from figures.campaign.planner import RunRequest, execute
 
     planted, marker = _planted(tmp_path)
     monkeypatch.syspath_prepend(str(planted))
@@ -174,7 +174,7 @@ def test_the_kernel_checks_every_argument_at_its_call():
                                     "data:text/html;base64,PHNjcmlwdD4=", "\x01javascript:alert(1)",
                                     "mailto:someone@example.org", "file:///etc/passwd", "x:y"])
 def test_a_stored_link_to_another_scheme_is_rendered_as_text(target):
-    from figures.html_report import inline, markdown_html
+    from figures.report.html_report import inline, markdown_html
 
     text = f"run notes: [click me]({target}) and [the paper](https://arxiv.org/abs/2006.04088)"
     for page in (inline(text), markdown_html(f"# {text}\n\n{text}\n\n| a |\n|---|\n| {text} |\n\n- {text}")):
@@ -188,7 +188,7 @@ def test_a_stored_link_to_another_scheme_is_rendered_as_text(target):
                                           ("#ifca-fig3a", "#ifca-fig3a"), ("figs/a.pdf", "figs/a.pdf"),
                                           ("../report.md", "../report.md")])
 def test_http_and_relative_links_stay_links(target, href):
-    from figures.html_report import inline
+    from figures.report.html_report import inline
 
     assert inline(f"[x]({target})") == f'<a href="{href}">x</a>'
 
@@ -216,7 +216,7 @@ def _timing_entry(**change) -> dict:
 ], ids=["negative", "nan", "inf-setup", "implausible", "string", "bool", "no-setup", "zero-run", "round-0",
         "rounds-apart", "negative-split", "error-not-text"])
 def test_a_forged_timing_entry_is_refused_naming_it(tmp_path, change, fragment):
-    from figures import campaign
+    from figures.campaign import planner as campaign
 
     good = _timing_entry()
     (tmp_path / campaign.TIMINGS).write_text(json.dumps({"0123456789abcdef": good,
@@ -234,7 +234,7 @@ def test_a_forged_timing_entry_is_refused_naming_it(tmp_path, change, fragment):
 
 
 def test_the_committed_timings_pass_and_a_failed_entry_is_a_timing():
-    from figures import campaign
+    from figures.campaign import planner as campaign
 
     assert campaign.read_timings(campaign.HERE)
     campaign.check_timings({"0123456789abcdef": {"cell": "c", "algo": "a", "error": "MemoryError: too big",
@@ -245,7 +245,7 @@ def test_the_committed_timings_pass_and_a_failed_entry_is_a_timing():
 def test_paper_repro_refuses_forged_timings_before_any_work(tmp_path, monkeypatch, command, capsys):
     pytest.importorskip("torch")
     import paper_repro
-    from figures import campaign
+    from figures.campaign import planner as campaign
 
     forged = tmp_path / "campaign_timings.json"
     forged.write_text(json.dumps({"0123456789abcdef": _timing_entry(seconds_per_round=-1e6)}))
@@ -266,7 +266,7 @@ def test_paper_repro_refuses_forged_timings_before_any_work(tmp_path, monkeypatc
 def test_campaign_cells_matching_nothing_exit_2_before_any_work(monkeypatch, cells, capsys):
     pytest.importorskip("torch")
     import paper_repro
-    from figures import campaign
+    from figures.campaign import planner as campaign
 
     def no_work(*args, **kwargs):
         raise AssertionError("work started")
@@ -284,7 +284,7 @@ def test_campaign_cells_matching_nothing_exit_2_before_any_work(monkeypatch, cel
 
 def test_run_campaign_refuses_a_name_of_no_collected_cell(tmp_path, monkeypatch):
     pytest.importorskip("torch")
-    from figures import campaign
+    from figures.campaign import planner as campaign
 
     monkeypatch.setattr(campaign, "collect", lambda root, data_dir: ([campaign.RunRequest(
         "t", "clove-amazon", 0, 0, {"dataset": "amazon", "clients": 8, "algo": "ifca"}, 0, "x")], {}))
@@ -334,7 +334,7 @@ def fake_data(tmp_path):
 
 def test_stored_runs_are_not_timed_again_whatever_rule_their_timing_followed(tmp_path, fake_data, monkeypatch):
     pytest.importorskip("torch")
-    from figures import campaign
+    from figures.campaign import planner as campaign
 
     root = tmp_path / "store"
     requests, _ = campaign.collect(root, fake_data, names=["clove-table5"])
@@ -438,7 +438,7 @@ def test_a_flag_given_twice_is_refused(cli, argv, fragment, capsys):
     ("paper_repro", ["--only", "ifca-fig3a", "--budget-hours", "3"], "--budget-hours applies only with --campaign"),
 ])
 def test_a_flag_the_run_would_ignore_is_refused_before_any_work(cli, argv, fragment, monkeypatch, capsys):
-    from figures import campaign
+    from figures.campaign import planner as campaign
 
     def no_work(*args, **kwargs):
         raise AssertionError("work started")
@@ -526,7 +526,7 @@ def test_paper_repro_caps_its_workers_at_the_cores(monkeypatch, capsys):
 def test_workers_beyond_the_memory_are_refused_naming_the_numbers(tmp_path, monkeypatch, argv, capsys):
     pytest.importorskip("torch")
     import paper_repro
-    from figures import campaign
+    from figures.campaign import planner as campaign
 
     def no_work(*args, **kwargs):
         raise AssertionError("work started")
@@ -662,7 +662,7 @@ def _campaign_runs() -> list[Path]:
 
 def _committed_runs() -> dict[str, dict] | None:
     """The campaign run files as the checked-out commit holds them (None without git): a runner started before
-    digests existed may be writing files without one into the working tree (seal them: figures.campaign_store.
+    digests existed may be writing files without one into the working tree (seal them: figures.campaign.store.
     seal_run), but what is committed carries them."""
     try:
         names = subprocess.run(["git", "ls-files", "-z", "figures/measured"], cwd=ROOT, capture_output=True,
@@ -681,7 +681,7 @@ def _committed_runs() -> dict[str, dict] | None:
 
 
 def test_committed_campaign_runs_carry_digests_that_match():
-    from figures.campaign_store import load_run
+    from figures.campaign.store import load_run
     from synth.store import check_digest
 
     for path in _campaign_runs():  # every file with a digest matches it (the working tree's too)
@@ -692,13 +692,13 @@ def test_committed_campaign_runs_carry_digests_that_match():
         pytest.skip("no git here: the committed files cannot be told from the working tree's")
     assert len(committed) > 100
     for name, data in committed.items():
-        assert "digest" in data, f"{name}: committed without a digest (figures.campaign_store.seal_run adds it)"
+        assert "digest" in data, f"{name}: committed without a digest (figures.campaign.store.seal_run adds it)"
         check_digest(data, name)
 
 
 @pytest.mark.parametrize("field", ["result", "device", "notes"])
 def test_an_edited_campaign_run_is_refused_naming_the_file(tmp_path, field):
-    from figures.campaign_store import load_run, seal_run
+    from figures.campaign.store import load_run, seal_run
     from synth.store import with_digest
 
     run = {"campaign": 1, "folder": "f", "seed": 1, "point": {"algo": "ifca"}, "device": "cpu: x",
@@ -725,8 +725,8 @@ def test_an_edited_campaign_run_is_refused_naming_the_file(tmp_path, field):
 def test_the_campaign_runner_writes_runs_with_their_digest(tmp_path, monkeypatch):
     pytest.importorskip("torch")
     import figures.trials
-    from figures.campaign import RunRequest, execute
-    from figures.campaign_store import load_run
+    from figures.campaign.planner import RunRequest, execute
+    from figures.campaign.store import load_run
 
     monkeypatch.setattr(figures.trials, "resolve_trial", lambda name, where="": lambda point, seed: {"ari": 1.0})
     req = RunRequest("t", "folder", 0, 0, {"algo": "local", "dataset": "digits-rotated"}, 7,
@@ -909,7 +909,7 @@ def test_fuzz_theory_command_line(argv, capsys):
 def test_fuzz_paper_repro_command_line(argv, capsys, monkeypatch):
     pytest.importorskip("torch")
     import paper_repro
-    from figures import campaign
+    from figures.campaign import planner as campaign
 
     def no_work(*args, **kwargs):
         raise AssertionError("work started")

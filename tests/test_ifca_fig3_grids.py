@@ -2,7 +2,7 @@
 
 import pytest
 
-from figures.ifca_synthetic import load_grid
+from figures.targets.ifca_synthetic import load_grid
 from synth.sweep import load_spec
 
 # the public code's grids (github.com/jichan3751/ifca, synthetic/run_p{2,4}_{r_noise,m_n}.py): m, n, noise, r, lr

@@ -14,8 +14,8 @@ torch = pytest.importorskip("torch")
 
 import nets.datasets  # noqa: E402
 import nets.experiment  # noqa: E402
-from figures import ifca_nets  # noqa: E402
 from figures.registry import Context  # noqa: E402
+from figures.targets import ifca_nets  # noqa: E402
 from nets.data.images import load_digits  # noqa: E402
 from nets.datasets import build_federation  # noqa: E402
 from nets.experiment import run_experiment, validate_params  # noqa: E402

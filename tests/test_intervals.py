@@ -88,7 +88,7 @@ def test_column_intervals_equal_the_one_column_function():
 
 def test_every_interval_user_shares_the_module():
     """Reports, theory checks and figures use these functions, not copies with their own edge cases."""
-    import figures.netcommon as netcommon
+    import figures.targets.netcommon as netcommon
     import synth.report as report
     import theory.stats as tstats
 

@@ -17,7 +17,7 @@ def _recs(key_values: dict[str, list[float]]) -> list[dict]:
 
 
 def test_srfca_lambda_is_tuned_on_validation_accuracy_not_test_accuracy():
-    from figures.srfca_nets import tune
+    from figures.targets.srfca_nets import tune
 
     # λ = 1 is best on the test data, λ = 2 on the validation data: the tuning must pick 2
     groups = [_recs({"test_accuracy": [0.9, 0.9, 0.9], "validation_accuracy": [0.5, 0.5, 0.5]}),
@@ -28,10 +28,10 @@ def test_srfca_lambda_is_tuned_on_validation_accuracy_not_test_accuracy():
 
 def test_srfca_full_size_runs_hold_out_a_validation_split(tmp_path):
     pytest.importorskip("torch")
-    from figures.srfca_nets import VALIDATION, _lambdas, _sim_runs
+    from figures.targets.srfca_nets import VALIDATION, _lambdas, _sim_runs
 
     seen = []
-    import figures.srfca_nets as sn
+    import figures.targets.srfca_nets as sn
 
     data = tmp_path / "data" / "mnist"  # the folder is found; its files are never read (run_nets is replaced)
     data.mkdir(parents=True)
@@ -65,7 +65,7 @@ def test_a_validation_split_is_never_trained_on_and_is_scored():
 
 
 def test_time_to_threshold_keeps_every_seed():
-    from figures.clove_nets import censored
+    from figures.targets.clove_nets import censored
 
     conv = {"first": [1, None, None], "percent": [100.0, float("nan"), 50.0]}
     first, why = censored(conv, "first", 100)
@@ -78,8 +78,8 @@ def test_time_to_threshold_keeps_every_seed():
 
 
 def test_clove_scores_ifca_by_the_model_assigned_to_each_client():
-    from figures.clove_nets import _clove_row
-    from figures.published import lookup
+    from figures.targets.clove_nets import _clove_row
+    from figures.verdicts.published import lookup
 
     pub = lookup("CLoVE", "Table 3", "IFCA", "Amazon")
     recs = _recs({"test_accuracy": [0.51, 0.50, 0.52], "test_accuracy_train_identity": [0.84, 0.83, 0.82]})
@@ -94,8 +94,8 @@ def test_clove_scores_ifca_by_the_model_assigned_to_each_client():
 
 
 def test_amazon_and_table5_deviations_are_declared():
-    from figures.clove_nets import TEXT_DEVIATION
-    from figures.protocol import ledger_for
+    from figures.targets.clove_nets import TEXT_DEVIATION
+    from figures.verdicts.protocol import ledger_for
 
     amazon = ledger_for("clove-amazon")
     assert {s.name for s in amazon.deviations()} >= {"data source", "clients", "sampling"}

@@ -1,4 +1,4 @@
-"""The protocol ledgers (figures/published/protocols/*.toml) and their loader, figures/protocol.py.
+"""The protocol ledgers (figures/published/protocols/*.toml) and their loader, figures/verdicts/protocol.py.
 
 Every ledger loads with every required setting; every quote is in its paper's text (whitespace-normalised; skipped
 without ../shared/papers); every stored paper-scale folder of figures/measured has a ledger; a malformed ledger is
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from figures.protocol import (
+from figures.verdicts.protocol import (
     CLASSES,
     HERE,
     PM_KINDS,
@@ -27,7 +27,7 @@ from figures.protocol import (
     paper_texts,
     quote_found,
 )
-from figures.published import tables
+from figures.verdicts.published import tables
 
 ROOT = Path(__file__).parents[1]
 MEASURED = ROOT / "figures" / "measured"
@@ -100,7 +100,7 @@ def test_a_setting_scoped_to_methods_names_rows_of_its_tables():
 
 
 def test_a_deviation_scoped_to_one_method_leaves_the_others_at_the_papers_setting():
-    from figures.protocol import ledger_for
+    from figures.verdicts.protocol import ledger_for
 
     ledger = ledger_for("clove-label-skew-1")
     assert ledger.protocol_class(methods=["Per-FedAvg"]) == "deviates"

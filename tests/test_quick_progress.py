@@ -1,4 +1,4 @@
-"""What paper_repro.py tells a person while it runs (figures/progress.py): each target's elapsed time, periodic
+"""What paper_repro.py tells a person while it runs (figures/report/progress.py): each target's elapsed time, periodic
 lines with trials done and an ETA when stderr is not a terminal, and a closing summary of the verdict counts per
 paper, the wall and CPU time and both report paths."""
 
@@ -9,11 +9,11 @@ import re
 import time
 
 import paper_repro
-from figures import progress
-from figures.assemble import read_all
-from figures.headline import data_kind, tally
 from figures.registry import TARGETS, Context, Section, register
-from figures.verdicts import AGREES, DIFFERS, NOT_RESOLVED
+from figures.report import progress
+from figures.report.assemble import read_all
+from figures.report.headline import data_kind, tally
+from figures.verdicts.rules import AGREES, DIFFERS, NOT_RESOLVED
 
 CHEAP = ("ifca-fig3c", "ifca-fig3d")  # seconds each at the tiny size
 

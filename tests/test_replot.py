@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import figures.phase
+import figures.targets.phase
 import paper_repro
 from figures import Context
 from figures.runs import run_points, stored_records
@@ -43,7 +43,7 @@ def test_replot_rebuilds_figure_and_tables_from_the_store_alone(repro, monkeypat
     before = {p: p.read_text() for p in (csv, folder / "comparison.csv", section)}
     trials = (folder / "store-tiny" / "trials.jsonl").read_bytes()
     png.unlink()
-    monkeypatch.setattr(figures.phase, "shared_instance_trial", _no_trials)
+    monkeypatch.setattr(figures.targets.phase, "shared_instance_trial", _no_trials)
     arg = {"store": folder / "store-tiny", "target folder": folder, "output folder": repro}[where]
     assert synth_main(["report", str(arg)]) == 0, capsys.readouterr().err
     assert png.exists() and png.stat().st_size > 0
@@ -59,7 +59,7 @@ def test_replot_of_an_incomplete_store_is_one_line_exit_2(repro, tmp_path, monke
     records = folder / "store-tiny" / "trials.jsonl"
     lines = records.read_text().splitlines(keepends=True)
     records.write_text("".join(lines[:-1]))  # one finished trial fewer
-    monkeypatch.setattr(figures.phase, "shared_instance_trial", _no_trials)
+    monkeypatch.setattr(figures.targets.phase, "shared_instance_trial", _no_trials)
     capsys.readouterr()
     assert synth_main(["report", str(folder / "store-tiny")]) == 2
     err = capsys.readouterr().err

@@ -1,5 +1,5 @@
 """A target's status file is checked before the report uses it: a bad file is listed as unreadable (naming it) while the
-other targets are reported, and a forged or edited "done" status is counted nowhere (figures.status).
+other targets are reported, and a forged or edited "done" status is counted nowhere (figures.report.status).
 
 These tests use only ``paper_repro.py`` and the ``report.md`` it writes, so that they judge any version of it.
 """
@@ -10,7 +10,7 @@ import json
 import shutil
 
 import paper_repro
-from figures.verdicts import head
+from figures.verdicts.rules import head
 
 TARGET, OTHER = "ifca-fig3c", "ifca-fig3d"  # the targets of conftest's tiny_out run
 

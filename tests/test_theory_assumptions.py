@@ -60,7 +60,7 @@ def test_every_assumption_shows_its_margin(name):
 
 
 def test_the_report_lists_failed_assumptions_with_their_margins():
-    from figures.theory_figs import _with_margin
+    from figures.targets.theory_figs import _with_margin
 
     chk = get_result("clove-lemma-a.2").check({"sigma": 0.2}, trials=0).to_dict()
     key = "sigma << Delta/4"

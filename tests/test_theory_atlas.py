@@ -130,7 +130,7 @@ def test_monte_carlo_cells_are_deterministic_and_carry_intervals(tmp_path):
 
 
 def test_figures_are_written(tmp_path):
-    from figures.atlas import plot_atlas
+    from figures.targets.atlas import plot_atlas
 
     res = run_atlas(tmp_path, size="quick", only=["clove-lemma-a.2"], plot=plot_atlas)
     assert "atlas_clove.png" in res["files"] and (tmp_path / "atlas_clove.png").stat().st_size > 10_000

@@ -38,8 +38,8 @@ def test_nonnegative_quantities_have_nonnegative_intervals(name):
 def test_a_fraction_mean_interval_stays_in_zero_one():
     # The head-to-head row "CLoVE from a random Gaussian initialisation" read "misclustering 0.042 [-0.065, 0.149]":
     # a Student-t interval of per-trial misclustering fractions (mostly 0, one 1/3) reaches below 0.  On the old
-    # main figures.head_to_head._summ gave that negative lower end; the interval is now clipped to [0, 1].
-    from figures.head_to_head import _summ
+    # main figures.targets.head_to_head._summ gave that negative lower end; the interval is now clipped to [0, 1].
+    from figures.targets.head_to_head import _summ
 
     values = [0.0] * 7 + [1 / 3]
     recs = [{"status": "ok", "result": {"CLoVE": {"misclustering_matched": v, "ari": 1.0 - v}}} for v in values]

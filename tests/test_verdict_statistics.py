@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from figures.compare import numeric_row
-from figures.published import Published, lookup
-from figures.verdicts import (
+from figures.verdicts.compare import numeric_row
+from figures.verdicts.published import Published, lookup
+from figures.verdicts.rules import (
     AGREES,
     DIFFERS,
     NOT_RESOLVED,
@@ -104,8 +104,8 @@ def test_the_papers_pm_is_read_as_the_paper_defines_it():
 
 
 def test_the_ledgers_and_the_verdicts_read_the_papers_pm_alike():
-    from figures.protocol import load_ledgers
-    from figures.published import PAPER_SEEDS, PM_KIND
+    from figures.verdicts.protocol import load_ledgers
+    from figures.verdicts.published import PAPER_SEEDS, PM_KIND
 
     for ledger in load_ledgers().values():
         if ledger.kind == "synthetic":  # success probabilities over trials: no ± to read
@@ -122,7 +122,7 @@ def test_holm_over_a_table_never_turns_a_difference_into_agreement():
 
 @pytest.mark.skipif(not (DATA / "mnist").is_dir(), reason="needs the benchmark data directory")
 def test_the_stored_paper_scale_rows_count_each_published_value_once():
-    from figures.measured import campaign_rows
+    from figures.campaign.measured import campaign_rows
 
     rows, _ = campaign_rows(data_dir=str(DATA))
     counted: dict[str, list[str]] = {}

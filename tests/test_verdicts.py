@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from figures.compare import Row
-from figures.headline import data_kind, tally
-from figures.headline import row_record as record
-from figures.measured import load_runs, load_stores, measured_rows, readme_commands, store_rows
-from figures.published import Published
+from figures.campaign.measured import load_runs, load_stores, measured_rows, readme_commands, store_rows
 from figures.registry import Context
-from figures.verdicts import compare_pair, holm, ordering_rows, paper_relation, welch
+from figures.report.headline import data_kind, tally
+from figures.report.headline import row_record as record
+from figures.verdicts.compare import Row
+from figures.verdicts.published import Published
+from figures.verdicts.rules import compare_pair, holm, ordering_rows, paper_relation, welch
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -69,7 +69,7 @@ def test_ordering_rows_tie_is_agreement_and_lower_better():
 
 
 def test_headline_counts_the_rows_of_each_comparison_system():
-    from figures.headline import COMPARISON_SYSTEMS, headline_markdown, system_rows
+    from figures.report.headline import COMPARISON_SYSTEMS, headline_markdown, system_rows
 
     recs = [{"item": "LS1: FedAvg vs FedProto (ordering)", "verdict": "agrees (same order)", "compared": ""},
             {"item": "LS1 / FedPAC", "verdict": "not comparable (quick run)", "compared": ""},
@@ -170,7 +170,7 @@ def test_an_incomplete_fig3_store_judges_only_its_whole_curves(tmp_path):
 
 def test_targets_chosen_at_each_size(tmp_path):
     pytest.importorskip("torch")
-    from figures.netcommon import base_dataset, full_data_missing, substitute_reason
+    from figures.targets.netcommon import base_dataset, full_data_missing, substitute_reason
 
     quick = Context(tmp_path, size="quick")
     medium = Context(tmp_path, size="medium", data_dir=str(tmp_path / "nodata"))
@@ -199,9 +199,9 @@ def test_medium_runs_the_targets_whose_files_are_present(tmp_path):
 
 def test_medium_leaves_out_what_exceeds_its_hour(tmp_path, monkeypatch):
     pytest.importorskip("torch")
-    import figures.clove_nets as cn
+    import figures.targets.clove_nets as cn
     from figures.registry import MEDIUM_AT_QUICK, medium_size
-    from figures.srfca_nets import SHAKESPEARE_MEDIUM, _real_skip
+    from figures.targets.srfca_nets import SHAKESPEARE_MEDIUM, _real_skip
 
     medium = Context(tmp_path, size="medium", data_dir=str(tmp_path))
     full = Context(tmp_path, size="full", data_dir=str(tmp_path))
@@ -247,7 +247,7 @@ def test_same_seed_values_give_no_order():
 
 def test_cfl_settings_reach_every_cfl_point(tmp_path, monkeypatch):
     pytest.importorskip("torch")
-    import figures.netcommon as nc
+    import figures.targets.netcommon as nc
 
     assert nc.parse_cfl("warmup_rounds=3, eps1=0.1,linkage=complete") == {"warmup_rounds": 3, "eps1": 0.1,
                                                                            "linkage": "complete"}
@@ -269,7 +269,7 @@ def test_cfl_settings_reach_every_cfl_point(tmp_path, monkeypatch):
 
 
 def test_figure_titles_name_the_data_actually_used(tmp_path):
-    from figures.netcommon import data_used
+    from figures.targets.netcommon import data_used
 
     assert data_used(Context(tmp_path, size="medium"), "MNIST") == "MNIST (medium run)"
     assert data_used(Context(tmp_path, size="quick"), "MNIST").startswith("8x8 digits standing in for MNIST")

@@ -412,7 +412,7 @@ def run_atlas(out: str | Path, size: str = "default", only: Sequence[str] | None
               n_jobs: int = 1, plot=None, log=None) -> dict[str, Any]:
     """Evaluate (or resume) every cell, write ``atlas.md``, ``atlas.csv``, ``atlas.json`` (and the figures).
 
-    ``plot(out, summaries, cells) -> file names`` draws the figures (:func:`figures.atlas.plot_atlas`; passed in
+    ``plot(out, summaries, cells) -> file names`` draws the figures (:func:`figures.targets.atlas.plot_atlas`; passed in
     so that :mod:`theory` does not import :mod:`figures`); ``log(message)`` reports progress.
 
     Returns ``{"summaries": [...], "cells": [...], "seconds": s, "files": [...]}``.

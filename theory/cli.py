@@ -266,7 +266,7 @@ def _cmd_atlas(argv: list[str]) -> int:
         raise UsageError(f"{PROG} atlas: error: --n-jobs must be >= 1, got {args.n_jobs}")
     plot = None
     if args.figures:
-        from figures.atlas import plot_atlas as plot
+        from figures.targets.atlas import plot_atlas as plot
     res = run_atlas(args.out, size="quick" if args.quick else args.size, only=only, seed=args.seed,
                     n_jobs=args.n_jobs, plot=plot, log=lambda m: print(m, file=sys.stderr, flush=True))
     print(f"atlas: {len(res['summaries'])} results, {len(res['cells'])} cells in {res['seconds']:.1f} s -> "

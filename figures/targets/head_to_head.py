@@ -19,13 +19,13 @@ import math
 
 import numpy as np
 
-from .compare import Row, build_section, claim_row, write_rows, write_table
-from .published import claim
-from .registry import Context, Section, register
-from .runs import by_point, run_points, summarise_values
-from .style import algo_colour, band, face, marker, new_figure, save, suptitle, wrap
-from .trials import shared_instance_trial
-from .verdicts import equal_claim, level_claim
+from ..plots.style import algo_colour, band, face, marker, new_figure, save, suptitle, wrap
+from ..registry import Context, Section, register
+from ..runs import by_point, run_points, summarise_values
+from ..trials import shared_instance_trial
+from ..verdicts.compare import Row, build_section, claim_row, write_rows, write_table
+from ..verdicts.published import claim
+from ..verdicts.rules import equal_claim, level_claim
 
 ALGOS = ("SR-FCA", "IFCA", "CLoVE")
 
@@ -177,7 +177,7 @@ def _init_bars(ax, out: list[dict]) -> None:
             err = ax.errorbar([r["misclustering_mean"]], [i], xerr=[[r["misclustering_mean"] - r["misclustering_lo"]],
                                                                      [r["misclustering_hi"] - r["misclustering_mean"]]],
                               fmt="none", ecolor="0.2", capsize=3)
-            err.lines[2][0].set_gid(f"band n={r['trials']}")  # checked by figures.figcheck
+            err.lines[2][0].set_gid(f"band n={r['trials']}")  # checked by figures.plots.figcheck
         end = r["misclustering_hi"] if r["trials"] >= 3 and r["misclustering_hi"] == r["misclustering_hi"] else \
             r["misclustering_mean"]
         ax.text(end, i, f"  {r['misclustering_mean']:.2f}", va="center", fontsize=8.5)  # beyond its whisker
@@ -250,7 +250,7 @@ WELL = 0.05
 
 def compare(out: list[dict], runs: list[tuple[str, float, list[dict]]]) -> list[Row]:
     """The papers' claims this target can check (no initialisation needed, SR-FCA finds K, ...), judged over trials by
-    the orderings' rule (:mod:`figures.verdicts`), and findings."""
+    the orderings' rule (:mod:`figures.verdicts.rules`), and findings."""
     rows = []
     sep = {a: sorted((r for r in out if r["sweep"] == "separation" and r["algorithm"] == a), key=lambda r: r["x"])
            for a in ALGOS}

@@ -8,13 +8,13 @@
 * an axis shows an offset or scale text ("1e-5+1.4142") instead of plain tick values;
 * text smaller than :data:`MIN_FONT` points;
 * a rounds or iterations axis has ticks between whole numbers;
-* the title lacks the paper's table or figure, the data, the size or the seeds (:func:`figures.style.face`);
-* a shaded band is not marked as resting on at least :data:`figures.style.MIN_BAND` values
-  (:func:`figures.style.band` marks it);
+* the title lacks the paper's table or figure, the data, the size or the seeds (:func:`figures.plots.style.face`);
+* a shaded band is not marked as resting on at least :data:`figures.plots.style.MIN_BAND` values
+  (:func:`figures.plots.style.band` marks it);
 * the figure has no title, or a text is cut: a line ending in "…" or "..." (a shortened title or label);
 * a heatmap's cells are uneven or its tick labels sit off the cells' centres;
 * several colour-mapped images of one figure (one comparison) use different colour scales, unless each is marked
-  as intentionally separate (:func:`figures.style.separate_scale`);
+  as intentionally separate (:func:`figures.plots.style.separate_scale`);
 * the face says the data are a stand-in ("8x8 digits standing in for MNIST") while some text of the figure names
   the real data set as what was run (a panel titled "MNIST").
 """
@@ -165,7 +165,7 @@ def _bands(fig) -> list[str]:
     for ai, ax in enumerate(fig.axes):
         for c in ax.collections:
             if isinstance(c, LineCollection) and (c.get_gid() or "").startswith("band n="):
-                pass  # a whisker marked with its count (figures.dotplot)
+                pass  # a whisker marked with its count (figures.plots.dotplot)
             elif not isinstance(c, PolyCollection):
                 continue
             m = re.fullmatch(r"band n=(\d+)", c.get_gid() or "")
@@ -265,7 +265,7 @@ def _scales(fig) -> list[str]:
         return []
     scales = "; ".join(f"axes {', '.join(map(str, dict.fromkeys(v)))}: {k[3]} {k[1]}..{k[2]}" for k, v in seen.items())
     return [f"{len(seen)} different colour scales in one figure ({scales}): one scale per comparison, or mark each "
-            "as separate (figures.style.separate_scale)"]
+            "as separate (figures.plots.style.separate_scale)"]
 
 
 # the papers' image data sets that reduced runs replace by the embedded 8x8 digits
@@ -308,7 +308,7 @@ def check_figure(fig, dpi: float = SAVE_DPI) -> list[str]:
     bad += _fonts(texts)
     title = _title(fig)
     if not title.strip():
-        bad.append("title: the figure has no title (figures.style.suptitle with figures.style.face)")
+        bad.append("title: the figure has no title (figures.plots.style.suptitle with figures.plots.style.face)")
     else:
         bad += [f"title: {p}" for p in title_problems(title)]
     bad += _cut(texts)

@@ -21,7 +21,7 @@ __all__ = ["ALGO_ORDER", "BOUND_LABELS", "MIN_BAND", "SAVE_DPI", "SEPARATE_SCALE
            "stands_in", "styled", "suptitle", "value_ticks", "wrap"]
 
 # no interval (band or whisker) is drawn from fewer values than this: a t-interval from 2 seeds spans most of
-# a bounded metric's range and says nothing (the ordering verdicts need as many, figures.verdicts.MIN_SEEDS)
+# a bounded metric's range and says nothing (the ordering verdicts need as many, figures.verdicts.rules.MIN_SEEDS)
 MIN_BAND = 3
 
 # every algorithm keeps its colour and marker across all figures
@@ -128,7 +128,7 @@ def plain_log(axis) -> None:
 
 
 def _tag(artist, n: int) -> None:
-    """Mark a band with the number of values behind its narrowest point (checked by :mod:`figures.figcheck`)."""
+    """Mark a band with the number of values behind its narrowest point (checked by :mod:`figures.plots.figcheck`)."""
     artist.set_gid(f"band n={int(n)}")
 
 
@@ -237,7 +237,7 @@ def small_print(fig, text: str, fontsize: float = 7.0) -> None:
 def stand_in_name(name: str, real_sets: tuple[str, ...] = ("MNIST", "CIFAR-10", "FMNIST"),
                   stand_in: str = "digits") -> str:
     """A panel or legend name for data run on a stand-in: ``'MNIST (rotated)'`` -> ``'digits (rotated), for
-    MNIST'`` (a figure must not name the real set as what ran; :func:`figures.figcheck.stand_in_problems`)."""
+    MNIST'`` (a figure must not name the real set as what ran; :func:`figures.plots.figcheck.stand_in_problems`)."""
     import re
 
     for real in real_sets:
@@ -249,14 +249,15 @@ def stand_in_name(name: str, real_sets: tuple[str, ...] = ("MNIST", "CIFAR-10", 
 
 def stands_in(title: str) -> bool:
     """Whether a figure's face (:func:`face`) says its data are a stand-in (``data: 8x8 digits standing in for
-    MNIST``, :func:`figures.netcommon.data_used`): its panels and legends must then not name the real set as run."""
+    MNIST``, :func:`figures.targets.netcommon.data_used`): its panels and legends must then not name the real set as
+    run."""
     import re
 
     m = re.search(r"\bdata: (.*?)(; size:|$)", " ".join(title.split()))
     return bool(m and "standing in for" in m.group(1))
 
 
-# one colour scale per comparison (figures.figcheck): an image on a scale of its own says so in its gid
+# one colour scale per comparison (figures.plots.figcheck): an image on a scale of its own says so in its gid
 SEPARATE_SCALE = "separate colour scale"
 
 
@@ -286,7 +287,7 @@ def plain_maths(text: str) -> str:
     return out
 
 
-SAVE_DPI = 150  # the PNGs' resolution; figures.figcheck draws at it (text widths do not scale exactly with dpi)
+SAVE_DPI = 150  # the PNGs' resolution; figures.plots.figcheck draws at it (text widths do not scale exactly with dpi)
 
 
 _DRAW = contextvars.ContextVar("cflab_draw_figures", default=True)
@@ -294,7 +295,7 @@ _DRAW = contextvars.ContextVar("cflab_draw_figures", default=True)
 
 @contextlib.contextmanager
 def figures_off():
-    """Within it :func:`save` (and :func:`figures.dotplot.dot_plot`) draw and write nothing and return the names
+    """Within it :func:`save` (and :func:`figures.plots.dotplot.dot_plot`) draw and write nothing and return the names
     they would write: for callers that need only the targets' rows (the campaign reads every target's rows from
     its stored runs, where drawing was most of the time)."""
     token = _DRAW.set(False)

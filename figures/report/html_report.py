@@ -4,8 +4,8 @@ its PNGs load lazily from the target folders next to it, each a link to its full
 The page opens with the headline; then, per target, its figures at the page's width above its paper-vs-toolkit
 table, the targets on real data and the stored paper-scale runs first, then the stand-in runs, then synthetic and
 theory targets, then the targets that did not run.  Only a small subset of Markdown is rendered (headings,
-paragraphs, lists, tables, images, code, bold, italics, links): the subset :mod:`figures.compare` and
-:mod:`figures.headline` write.
+paragraphs, lists, tables, images, code, bold, italics, links): the subset :mod:`figures.verdicts.compare` and
+:mod:`figures.report.headline` write.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _cells(line: str) -> list[str]:
 
 
 def _verdict_class(verdict: str) -> str:
-    from .verdicts import head
+    from ..verdicts.rules import head
 
     c = classify({"verdict": verdict, "compared": ""})
     if c in ("claim", "theory"):

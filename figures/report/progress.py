@@ -273,8 +273,8 @@ def _entries(statuses: dict, targets: dict, size: str) -> list[tuple[str, str, s
 
 def _kind_counts(t) -> str:
     """A (paper, data kind) tally in a few words: claims, orderings, bounds, numbers shown, findings, not run."""
+    from ..verdicts.rules import AGREES, DIFFERS, NOT_RESOLVED
     from .headline import THEORY
-    from .verdicts import AGREES, DIFFERS, NOT_RESOLVED
 
     parts = []
     for what, c in (("claims", t.claims), ("orderings", t.order)):
@@ -299,8 +299,8 @@ def _without(text: str, prefix: str) -> str:
 def closing_summary(out: Path, targets: dict, size: str, wall: float, cpu: float, markdown: Path, html: Path,
                     failed: list[str] | None = None) -> str:
     """The lines ``paper_repro.py`` ends with: targets done / pending / failed, verdict counts per paper (from the
-    verified status files, as the report's headline counts them: :func:`figures.headline.tally`), the published
-    numbers tested per paper (:func:`figures.headline.verdict_sentences`), wall and CPU time, and the paths of
+    verified status files, as the report's headline counts them: :func:`figures.report.headline.tally`), the published
+    numbers tested per paper (:func:`figures.report.headline.verdict_sentences`), wall and CPU time, and the paths of
     report.md and report.html."""
     from .assemble import read_all
     from .headline import PAPERS, tally, verdict_sentences

@@ -14,8 +14,36 @@ import math
 
 import numpy as np
 
-from .compare import Row, build_section, claim_row, not_run_row, numeric_row, write_rows, write_table
-from .dotplot import Dot, dot_plot
+from ..plots.dotplot import Dot, dot_plot
+from ..plots.style import (
+    algo_colour,
+    drawing,
+    face,
+    figure_legend,
+    integer_ticks,
+    marker,
+    new_figure,
+    palette,
+    save,
+    seed_curves,
+    seeds_text,
+    suptitle,
+)
+from ..registry import Context, Section, register
+from ..runs import by_point, run_points, summarise_values
+from ..trials import nets_loss_matrix_trial
+from ..verdicts.compare import Row, build_section, claim_row, not_run_row, numeric_row, write_rows, write_table
+from ..verdicts.published import claim, lookup, table
+from ..verdicts.rules import (
+    all_of,
+    best_claim,
+    equal_claim,
+    level_claim,
+    order_claim,
+    ordering_rows,
+    paper_relation,
+    seed_values,
+)
 from .netcommon import (
     NOT_IN_TOOLKIT,
     base_dataset,
@@ -31,34 +59,6 @@ from .netcommon import (
     seed_histories,
     substitute_reason,
     summary_by,
-)
-from .published import claim, lookup, table
-from .registry import Context, Section, register
-from .runs import by_point, run_points, summarise_values
-from .style import (
-    algo_colour,
-    drawing,
-    face,
-    figure_legend,
-    integer_ticks,
-    marker,
-    new_figure,
-    palette,
-    save,
-    seed_curves,
-    seeds_text,
-    suptitle,
-)
-from .trials import nets_loss_matrix_trial
-from .verdicts import (
-    all_of,
-    best_claim,
-    equal_claim,
-    level_claim,
-    order_claim,
-    ordering_rows,
-    paper_relation,
-    seed_values,
 )
 
 MIXINGS = {"Label skew 1": "label-skew-1", "Concept shift": "concept-shift", "Label skew 2": "label-skew-2",

@@ -16,8 +16,23 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .compare import Row, build_section, claim_row, not_run_row, numeric_row, write_rows, write_table
-from .dotplot import Dot, dot_plot
+from ..plots.dotplot import Dot, dot_plot
+from ..plots.style import (
+    algo_colour,
+    drawing,
+    face,
+    figure_legend,
+    integer_ticks,
+    new_figure,
+    save,
+    seed_curves,
+    seeds_text,
+    suptitle,
+)
+from ..registry import Context, Section, register
+from ..verdicts.compare import Row, build_section, claim_row, not_run_row, numeric_row, write_rows, write_table
+from ..verdicts.published import claim, lookup
+from ..verdicts.rules import SHOWN, head, level_claim, order_claim, ordering_rows, seed_values
 from .netcommon import (
     base_dataset,
     data_missing,
@@ -31,21 +46,6 @@ from .netcommon import (
     substitute_reason,
     summary_by,
 )
-from .published import claim, lookup
-from .registry import Context, Section, register
-from .style import (
-    algo_colour,
-    drawing,
-    face,
-    figure_legend,
-    integer_ticks,
-    new_figure,
-    save,
-    seed_curves,
-    seeds_text,
-    suptitle,
-)
-from .verdicts import SHOWN, head, level_claim, order_claim, ordering_rows, seed_values
 
 ALGOS = {"ifca": "IFCA", "global": "global model", "local": "local model"}
 LABEL = {"ifca": "IFCA", "global": "Global", "local": "Local"}

@@ -13,11 +13,11 @@ import math
 
 import numpy as np
 
-from .compare import Row, build_section, write_rows, write_table
-from .registry import Context, Section, register
-from .runs import by_point, run_points, summarise_values
-from .style import face, new_figure, save, seeds_text, styled, suptitle
-from .trials import shared_instance_trial
+from ..plots.style import face, new_figure, save, seeds_text, styled, suptitle
+from ..registry import Context, Section, register
+from ..runs import by_point, run_points, summarise_values
+from ..trials import shared_instance_trial
+from ..verdicts.compare import Row, build_section, write_rows, write_table
 
 ALGOS = ("SR-FCA", "IFCA", "CLoVE")
 

@@ -22,15 +22,15 @@ import math
 import os
 from pathlib import Path
 
-from .compare import Row, build_section, claim_row, trend_verdict, write_rows, write_table
-from .published import claim
-from .registry import Context, Section, register
-from .runs import by_point, run_points, success_summary
-from .style import band, face, figure_legend, marker, new_figure, palette, save, suptitle, value_ticks
-from .trials import ifca_fig3_trial
+from ..plots.style import band, face, figure_legend, marker, new_figure, palette, save, suptitle, value_ticks
+from ..registry import Context, Section, register
+from ..runs import by_point, run_points, success_summary
+from ..trials import ifca_fig3_trial
+from ..verdicts.compare import Row, build_section, claim_row, trend_verdict, write_rows, write_table
+from ..verdicts.published import claim
 
 THETAS = {"bernoulli": "θ* text: Bernoulli rescaled to norm R", "bernoulli-code": "θ* code: R·Bernoulli(0.5)^d"}
-SPEC_DIR = Path(__file__).resolve().parents[1] / "synth" / "specs"
+SPEC_DIR = Path(__file__).resolve().parents[2] / "synth" / "specs"
 VARIANTS = {"bernoulli": "text", "bernoulli-code": "code"}  # theta* -> spec file suffix
 
 # reduced sizes: d = 50 (tiny: 20); (a)-(b) keep the paper's (m n / k) / d (5 and 10).  "fixed" overrides the
@@ -129,7 +129,8 @@ def _fig3(ctx: Context, panel: str) -> Section:
     notes = [f"θ* variants: {', '.join(f'`{k}` = {v}' for k, v in THETAS.items())}; mean ‖θ*‖ and separation Δ "
              "per point are in `success.csv`.",
              f"Grid: `synth/specs/ifca_fig3{panel}_full_{{text,code}}.toml`"
-             + ("" if ctx.size == "full" else f", reduced for `{ctx.size}` (figures.ifca_synthetic.REDUCED)") + "."]
+             + ("" if ctx.size == "full" else f", reduced for `{ctx.size}` (figures.targets.ifca_synthetic.REDUCED)")
+             + "."]
     if s["axis"] == "R" and any(p["sigma"] == 0 for p in pts):
         notes.append("σ = 0 (in the public code's grid): under the text's rule dist <= 0.6·0 no finite run "
                      "succeeds, so that curve only shows the code's +0.001 tolerance.")

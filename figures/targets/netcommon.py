@@ -16,9 +16,9 @@ import numpy as np
 
 from synth.intervals import column_mean_intervals
 
-from .registry import Context
-from .runs import by_point, run_points, summarise_values
-from .trials import nets_trial
+from ..registry import Context
+from ..runs import by_point, run_points, summarise_values
+from ..trials import nets_trial
 
 __all__ = ["CFL_KEYS", "cfl_split_row", "cfl_warmup", "data_used", "parse_cfl", "seed_histories",
            "DATA_FOLDERS", "NOT_IN_TOOLKIT", "base_dataset", "full_data_missing", "leaf_users", "data_missing",
@@ -120,8 +120,8 @@ def run_nets(ctx: Context, folder: str, points: list[dict[str, Any]], trials: in
 
 
 def data_used(ctx: Context, real: str, stand_in: str = "8x8 digits standing in for MNIST") -> str:
-    """The data a figure actually shows, for its title (:func:`figures.style.face`): the paper's data set in medium
-    and full runs, the stand-in otherwise."""
+    """The data a figure actually shows, for its title (:func:`figures.plots.style.face`): the paper's data set in
+    medium and full runs, the stand-in otherwise."""
     return f"{real} ({ctx.size} run)" if ctx.real else f"{stand_in} ({ctx.size} run)"
 
 
@@ -168,7 +168,7 @@ def cfl_split_row(item: str, records: list[dict], rounds: int):
     update norm is above ``eps2``; the row gives the clusters per seed and the smallest mean / largest client
     norm seen after the warm-up, so a run that never splits says which condition failed.
     """
-    from .compare import Row
+    from ..verdicts.compare import Row
 
     warm, eps1, eps2 = cfl_warmup(rounds), 0.05, 0.5
     used, mean_min, max_max = [], [], []
@@ -228,7 +228,7 @@ def _history(records: list[dict], key: str) -> np.ndarray:
 
 def seed_histories(records: list[dict], key: str, transform=None) -> tuple[np.ndarray, np.ndarray]:
     """Rounds (1-based) and the (seeds, rounds) array of a per-round history series (NaN where not recorded),
-    for :func:`figures.style.seed_curves`."""
+    for :func:`figures.plots.style.seed_curves`."""
     A = _history(records, key)
     if transform is not None and A.size:
         A = transform(A)

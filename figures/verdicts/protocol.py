@@ -1,7 +1,7 @@
 """The protocol ledgers: every setting of a stored paper-scale cell against the paper's own words.
 
-One TOML file per folder of :mod:`figures.campaign`'s store (``figures/published/protocols/<folder>.toml``; a file
-with ``folders`` covers several, e.g. IFCA's Fig. 3 stores).  For each setting (data source, clients, sampling,
+One TOML file per folder of :mod:`figures.campaign.planner`'s store (``figures/published/protocols/<folder>.toml``; a
+file with ``folders`` covers several, e.g. IFCA's Fig. 3 stores).  For each setting (data source, clients, sampling,
 model, rounds, ..., what the paper's ``±`` means) a ledger gives the paper's sentence verbatim and where it stands,
 the toolkit's value, and a class:
 
@@ -33,7 +33,7 @@ __all__ = ["CLASSES", "HERE", "KINDS", "PAPERS", "PM_KINDS", "SETTINGS_NETS", "S
            "Setting", "Stale", "Suspect", "folder_of", "ledger_for", "load_ledger", "load_ledgers", "normalise",
            "paper_texts", "quote_found"]
 
-HERE = Path(__file__).parent / "published" / "protocols"
+HERE = Path(__file__).parent.parent / "published" / "protocols"
 PAPERS = ("IFCA", "SR-FCA", "CLoVE")
 KINDS = ("nets", "synthetic")
 CLASSES = ("same", "paper silent", "deviates")
@@ -45,7 +45,7 @@ SETTINGS_NETS = ("data source", "clients", "samples per client", "sampling", "mo
 SETTINGS_SYNTHETIC = ("generator", "clients", "samples per client", "dimension", "noise", "initialisation",
                       "iterations", "step size", "success rule", "trials", "evaluation")
 REQUIRED = {"nets": SETTINGS_NETS, "synthetic": SETTINGS_SYNTHETIC}
-# the plain-text papers by file prefix (figures.published.PAPERS): IFCA has a journal and a conference version
+# the plain-text papers by file prefix (figures.verdicts.published.PAPERS): IFCA has a journal and a conference version
 PAPER_FILES = {"SR-FCA": ("000",), "IFCA": ("001", "003"), "CLoVE": ("004",)}
 
 _TOP_KEYS = {"folder", "folders", "paper", "artifacts", "kind", "cells", "pm", "paper_seeds", "stale", "setting",
@@ -100,8 +100,8 @@ class Stale:
 
 @dataclass(frozen=True)
 class Suspect:
-    """A published number that looks like a misprint: its source (:meth:`figures.published.Published.source`) and
-    the reason (its row and column neighbours, the paper's text)."""
+    """A published number that looks like a misprint: its source (:meth:`figures.verdicts.published.Published.source`)
+    and the reason (its row and column neighbours, the paper's text)."""
 
     source: str
     reason: str

@@ -19,7 +19,7 @@ from pathlib import Path
 __all__ = ["PAPERS", "PAPER_SEEDS", "PM_KIND", "Claim", "Published", "claim", "claims", "lookup", "table", "tables",
            "values_in_line"]
 
-HERE = Path(__file__).parent / "published"
+HERE = Path(__file__).parent.parent / "published"
 PAPERS = {
     "000": "SR-FCA (Vardhan, Ghosh, Mazumdar)",
     "001": "IFCA journal (Ghosh, Chung, Yin, Ramchandran; IEEE TIT 2022)",
@@ -30,7 +30,7 @@ PAPERS = {
 # the seeds each paper averages over (IFCA Sec. VI, SR-FCA Sec. 5: 5; CLoVE Sec. 5.1: 3) and what its ± is: CLoVE's
 # is a population SD (its Table 11's 34.0 ± 46.7 is the population SD of 1, 1, 100; a sample SD would be 57.2);
 # IFCA's public code prints np.std (a population SD; ifca mnist/run.py:209); SR-FCA does not say (read as a sample
-# SD: figures.verdicts.PaperNumber).  The protocol ledgers (figures/published/protocols) quote the evidence, and
+# SD: figures.verdicts.rules.PaperNumber).  The protocol ledgers (figures/published/protocols) quote the evidence, and
 # tests/test_verdict_statistics.py checks that they agree with this table.
 PAPER_SEEDS = {"IFCA": 5, "SR-FCA": 5, "CLoVE": 3}
 PM_KIND = {"IFCA": "population SD", "SR-FCA": "unstated", "CLoVE": "population SD"}
@@ -67,7 +67,7 @@ class Published:
         return len(self.text.split(".")[1]) if "." in self.text else 0
 
     def paper_number(self) -> tuple:
-        """(value, pm, decimals, seeds, what the ± is): the fields of :class:`figures.verdicts.PaperNumber`."""
+        """(value, pm, decimals, seeds, what the ± is): the fields of :class:`figures.verdicts.rules.PaperNumber`."""
         return (self.value, self.pm, self.decimals, PAPER_SEEDS.get(self.paper, 1), PM_KIND.get(self.paper,
                                                                                                  "unstated"))
 

@@ -1,9 +1,9 @@
 """The tables that open the report: per paper and kind of data, what was compared and what came out.
 
-Counts come from the verdicts of every target's rows (the words of :mod:`figures.compare` and
-:mod:`figures.verdicts`), kept in each target's verified ``status-<size>.json`` (:mod:`figures.status`) so that a
-resumed run counts the targets it did not rerun.  Rows are split by the data behind them, and each kind of data has
-its own table and words, defined in the caption above it (:data:`CAPTIONS`):
+Counts come from the verdicts of every target's rows (the words of :mod:`figures.verdicts.compare` and
+:mod:`figures.verdicts.rules`), kept in each target's verified ``status-<size>.json`` (:mod:`figures.report.status`) so
+that a resumed run counts the targets it did not rerun.  Rows are split by the data behind them, and each kind of data
+has its own table and words, defined in the caption above it (:data:`CAPTIONS`):
 
 * **real data** (the papers' data sets: a medium or full run of a neural-network target) and **stored paper-scale
   runs** (``figures/measured``): the only rows whose numbers are held to the paper's ``±``;
@@ -18,7 +18,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .verdicts import AGREES, DIFFERS, NOT_RESOLVED, SHOWN, STALE, SUSPECT, head
+from ..verdicts.rules import AGREES, DIFFERS, NOT_RESOLVED, SHOWN, STALE, SUSPECT, head
 
 __all__ = ["CAPTIONS", "COMPARISON_SYSTEMS", "DATA_KINDS", "TABLES", "Tally", "classify", "data_kind",
            "headline_markdown", "paper_of", "row_record", "system_rows", "tally"]
@@ -50,9 +50,9 @@ def data_kind(target_kind: str, size: str) -> str:
 
 
 def row_record(row) -> dict:
-    """What the headline keeps of a :class:`figures.compare.Row` (stored in the target's status file): its words,
-    and whether it is a published number tested at the paper's setting (``number``), its protocol class
-    (:mod:`figures.protocol`) and whether it is the counted row of its published value."""
+    """What the headline keeps of a :class:`figures.verdicts.compare.Row` (stored in the target's status file): its
+    words, and whether it is a published number tested at the paper's setting (``number``), its protocol class
+    (:mod:`figures.verdicts.protocol`) and whether it is the counted row of its published value."""
     return {"item": row.item, "verdict": row.verdict, "compared": getattr(row, "compared", ""),
             "source": getattr(row, "source", "") or "",
             "number": getattr(row, "paper_number", None) is not None

@@ -40,15 +40,15 @@ from pathlib import Path
 
 from synth.store import with_digest, write_json_atomic, write_text_atomic
 
-from .campaign_store import RunRequest, load_run, run_point, stored_records
-from .published import PAPER_SEEDS, Published, tables
-from .registry import Context
+from ..registry import Context
+from ..verdicts.published import PAPER_SEEDS, Published, tables
+from .store import RunRequest, load_run, run_point, stored_records
 
 __all__ = ["BUDGET_HOURS", "Cell", "HERE", "RunRequest", "cell_of", "cells", "check_cells", "check_timings", "collect",
            "known_cells", "load_run", "manifest_rows", "minimal_seeds", "plan", "gpu_queue", "read_timings",
            "run_campaign", "stored_records", "write_manifest"]
 
-HERE = Path(__file__).parent / "measured"
+HERE = Path(__file__).parent.parent / "measured"
 TIMINGS = "campaign_timings.json"
 MANIFEST = "campaign.csv"
 CHECKPOINTS = ".checkpoints"
@@ -71,12 +71,12 @@ def collect(root: Path = HERE, data_dir: str | None = None, names: Iterable[str]
     import tempfile
     import warnings
 
-    from . import load_targets
+    from .. import load_targets
 
     targets = load_targets()
     requests: list[RunRequest] = []
     rows: dict[str, list] = {}
-    from .style import figures_off
+    from ..plots.style import figures_off
 
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings(), figures_off():
         warnings.simplefilter("ignore")  # empty means of runs not stored yet
@@ -197,10 +197,10 @@ def _artifact_target(pub: Published) -> str:
 
 
 def minimal_seeds(cell: Cell) -> int:
-    """Seeds of a cell's minimal test: 3, the fewest that give a verdict (figures.verdicts.MIN_SEEDS), or the
+    """Seeds of a cell's minimal test: 3, the fewest that give a verdict (figures.verdicts.rules.MIN_SEEDS), or the
     paper's own count if smaller.  IFCA Table I's settings too: one of their seeds takes 3-7 CPU-hours here, so they
     need a GPU (29-57 s a run on an H100)."""
-    from .verdicts import MIN_SEEDS
+    from ..verdicts.rules import MIN_SEEDS
 
     return min(MIN_SEEDS, cell.seeds, PAPER_SEEDS.get(cell.paper, MIN_SEEDS))
 
@@ -212,7 +212,7 @@ def commit() -> str:
     ``unknown``."""
     if os.environ.get("CFLAB_COMMIT"):  # a copy of the tree on another machine (a lent GPU) says what it was
         return os.environ["CFLAB_COMMIT"]
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     try:
         head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True,
                               timeout=10).stdout.strip()
@@ -368,7 +368,7 @@ class _Alone:
 def _time_point(point: dict, seed: int, rounds: int, data_dir: str | None) -> tuple[float, dict]:
     """CPU seconds of one run of ``point`` cut to ``rounds`` rounds (torch on one thread, no checkpoint), and
     their split over :data:`_SHARES`."""
-    from .trials import nets_trial
+    from ..trials import nets_trial
 
     p = dict(run_point(point), rounds=rounds, device="cpu")
     if data_dir is not None:
@@ -611,13 +611,13 @@ def run_seconds(req: RunRequest, timings: dict, measured: dict[str, list[float]]
 
 def _data_status(ctx_data_dir: str | None, dataset: str) -> str:
     """``yes``, or what is missing or partial in the data directory for ``dataset`` (a nets name)."""
-    from .netcommon import DATA_FOLDERS
-    from .registry import Context as _Ctx
+    from ..registry import Context as _Ctx
+    from ..targets.netcommon import DATA_FOLDERS
 
     base = dataset.split("-", 1)[0]
     if base not in DATA_FOLDERS:
         return "yes"
-    from .netcommon import data_missing
+    from ..targets.netcommon import data_missing
 
     why = data_missing(_Ctx(out=Path("."), size="full", data_dir=ctx_data_dir), base)
     if why:
@@ -1009,7 +1009,7 @@ def run_campaign(budget_hours: float = BUDGET_HOURS, n_jobs: int = 1, root: Path
     per finished run; ``only`` restricts to cells whose name contains one of the strings; ``hours`` stops
     starting runs after that much wall time.  On ``device`` ``"cuda"`` (or with ``gpu_order``) nothing is timed
     and the CPU budget does not apply: the queue is :func:`gpu_queue`, one run at a time.  ``on_stored`` is
-    called with each finished run's summary (the Dask runner is :func:`figures.campaign_dask.run_campaign`).
+    called with each finished run's summary (the Dask runner is :func:`figures.campaign.dask_runner.run_campaign`).
     Returns the number of runs finished."""
     from joblib import Parallel, delayed
 
@@ -1070,7 +1070,7 @@ def refresh(budget_hours: float = BUDGET_HOURS, root: Path = HERE, data_dir: str
     """Write ``campaign.csv`` and the summary in ``README.md`` (between its campaign markers) from the stored runs
     and timings, timing the cells not timed yet first when ``measure_missing``; ``then(plans, timings)``, when given,
     returns text appended to the returned text only (not written to ``README.md``), as the Dask plan's wall time on
-    its workers (:func:`figures.campaign_dask.device_plan`)."""
+    its workers (:func:`figures.campaign.dask_runner.device_plan`)."""
     timings = read_timings(root)  # a forged or corrupt file is refused before the minute of collecting
     requests, _ = collect(root, data_dir)
     cell_list = cells(requests)

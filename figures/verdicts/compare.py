@@ -1,6 +1,6 @@
 """Paper-versus-toolkit rows: the published number, the reproduced one, their difference and a verdict.
 
-Verdicts: one vocabulary, defined in :mod:`figures.verdicts` (agrees / differs / not resolved / shown / stale /
+Verdicts: one vocabulary, defined in :mod:`figures.verdicts.rules` (agrees / differs / not resolved / shown / stale /
 paper value suspect), used for the published numbers at the paper's setting (equivalence and difference tests over
 seeds, Holm over each table), the orderings of methods, the papers' qualitative claims and the trends of success
 probabilities (:func:`trend_verdict`).  Rows that are no comparison say so:
@@ -24,7 +24,7 @@ from synth.store import write_text_atomic
 
 from .published import Claim, Published
 from .rows import Row
-from .verdicts import PaperNumber, judge_numbers, number_test, number_verdict
+from .rules import PaperNumber, judge_numbers, number_test, number_verdict
 
 __all__ = ["Row", "build_section", "claim_row", "fmt", "markdown_table", "not_run_row", "numeric_row", "write_rows",
            "trend_verdict", "write_table"]
@@ -98,7 +98,7 @@ def markdown_table(rows: list[Row], source: bool = False) -> str:
 
 def write_rows(rows: list[Row], path: Path) -> str:
     """Write the comparison rows as CSV (every field, source and note included; the numbers of one table judged
-    together, :func:`figures.verdicts.judge_numbers`); returns the file name."""
+    together, :func:`figures.verdicts.rules.judge_numbers`); returns the file name."""
     rows = judge_numbers(rows)
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(asdict(rows[0]) if rows else Row("", "", "", "", "").__dict__),
@@ -135,7 +135,7 @@ def build_section(title: str, intro: str, folder: str, figures: list[tuple[str, 
 
     ``folder`` is the target's folder relative to ``report.md``; ``figures`` are ``(png name, caption)``.
     """
-    from .registry import Section
+    from ..registry import Section
 
     parts = [intro.strip(), ""]
     for png, caption in figures:

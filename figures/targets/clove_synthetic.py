@@ -15,11 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .compare import build_section, claim_row, write_rows, write_table
-from .published import claim
-from .registry import Context, Section, register
-from .runs import by_point, run_points, summarise_values
-from .style import (
+from ..plots.style import (
     band,
     face,
     figure_legend,
@@ -32,8 +28,12 @@ from .style import (
     suptitle,
     value_ticks,
 )
-from .trials import synth_history_trial
-from .verdicts import equal_claim, order_claim
+from ..registry import Context, Section, register
+from ..runs import by_point, run_points, summarise_values
+from ..trials import synth_history_trial
+from ..verdicts.compare import build_section, claim_row, write_rows, write_table
+from ..verdicts.published import claim
+from ..verdicts.rules import equal_claim, order_claim
 
 DELTAS = {"full": [0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0], "quick": [0.0003, 0.01, 1.0],
           "tiny": [0.01, 1.0]}
@@ -174,7 +174,7 @@ def fig3b(ctx: Context) -> Section:
     rows = []
     for s in SIGMAS:
         for label, _ in KFED_VARIANTS:
-            # CLoVE ahead of k-FED at every Delta: Welch per Delta, Holm over the Deltas (figures.verdicts)
+            # CLoVE ahead of k-FED at every Delta: Welch per Delta, Holm over the Deltas (figures.verdicts.rules)
             samples = {**{f"CLoVE Δ={dl:g}": acc[("CLoVE", s, dl)] for dl in deltas},
                        **{f"k-FED Δ={dl:g}": acc[(label, s, dl)] for dl in deltas}}
             means = [(dl, float(np.mean(acc[(label, s, dl)])), float(np.mean(acc[("CLoVE", s, dl)])))

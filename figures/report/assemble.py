@@ -1,9 +1,9 @@
 """``report.md`` and ``report.html`` of a ``paper_repro.py`` output, from the verified status of every target.
 
-Every target's status is read through :func:`figures.status.read_status`: a status that cannot be read or does not
-match its rows and section is listed as unreadable (naming the file) and counted nowhere, and the others are reported.
-The report opens with the headline (:mod:`figures.headline`); at the quick and tiny sizes, which run no real data,
-the headline says where the real-data verdicts are and shows the stored paper-scale rows.
+Every target's status is read through :func:`figures.report.status.read_status`: a status that cannot be read or does
+not match its rows and section is listed as unreadable (naming the file) and counted nowhere, and the others are
+reported. The report opens with the headline (:mod:`figures.report.headline`); at the quick and tiny sizes, which run no
+real data, the headline says where the real-data verdicts are and shows the stored paper-scale rows.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 
 from synth.store import write_text_atomic
 
+from ..verdicts.rules import head
 from .headline import data_kind, headline_markdown, system_rows, tally
 from .status import Status, read_status, section_path
-from .verdicts import head
 
 __all__ = ["MEDIUM_RECORD", "Report", "assemble", "read_all", "stored_rows", "where_real_data"]
 
@@ -127,7 +127,8 @@ def assemble(ctx, targets: dict, seconds: float, n_jobs: int, intro_extra: str =
     head = [f"# cflab reproduction report ({ctx.size})", "",
             f"Written by `python paper_repro.py --size {ctx.size}` (last invocation: {seconds:.0f} s with n_jobs = "
             f"{n_jobs}, {time.strftime('%Y-%m-%d %H:%M')}). Each section compares the paper's number with the "
-            "toolkit's; the verdict vocabulary is defined in `figures/compare.py` and `figures/verdicts.py`. "
+            "toolkit's; the verdict vocabulary is defined in `figures/verdicts/compare.py` and "
+            "`figures/verdicts/rules.py`. "
             "Published numbers: `figures/published/*.csv` (with their source lines)." + intro_extra, "",
             headline(ctx.out, targets, ctx.size, statuses), "", "## Targets", "",
             "| target | paper | status | verdicts | seconds |", "|---|---|---|---|---|"]

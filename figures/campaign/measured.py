@@ -3,7 +3,7 @@
 A long run (hours, at the paper's size) is kept as the JSON that ``python -m nets run --json --history``
 printed, with one line in ``figures/measured/README.md`` giving its command.  This module reads every such
 file, finds the published number it reproduces, groups the files of one configuration that differ only in
-the seed, and compares their mean with the paper's ``±`` (:func:`figures.compare.numeric_row`).
+the seed, and compares their mean with the paper's ``±`` (:func:`figures.verdicts.compare.numeric_row`).
 
 Which published number a file reproduces: the JSON's own ``"reproduces"`` list when it has one (each entry
 ``{"paper", "artifact", "row", "column", "group", "metric", "scale"}``), otherwise the rules of
@@ -27,15 +27,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .compare import Row, build_section, claim_row, numeric_row, write_rows
-from .published import claim, lookup
-from .registry import Context, Section, register
-from .runs import summarise_values
-from .verdicts import SHOWN, STALE, head
+from ..registry import Context, Section, register
+from ..runs import summarise_values
+from ..verdicts.compare import Row, build_section, claim_row, numeric_row, write_rows
+from ..verdicts.published import claim, lookup
+from ..verdicts.rules import SHOWN, STALE, head
 
 __all__ = ["HERE", "RULES", "load_runs", "load_stores", "match", "measured_rows", "readme_commands", "store_rows"]
 
-HERE = Path(__file__).parent / "measured"
+HERE = Path(__file__).parent.parent / "measured"
 
 _IFCA_T1 = {(4800, 50), (2400, 100), (1200, 200)}
 _IFCA_ROW = {"ifca": "IFCA", "global": "global model", "local": "local model"}
@@ -144,7 +144,7 @@ def match(rec: dict, args: dict) -> list[dict]:
 def load_runs(folder: Path = HERE) -> list[dict[str, Any]]:
     """Every ``*.json`` of ``folder`` with its command (README), seed and matched cells (the campaign's timings
     file is not a run; the campaign's runs are in subfolders, see :func:`campaign_rows`)."""
-    from .campaign import TIMINGS
+    from .planner import TIMINGS
 
     commands = readme_commands(folder)
     runs = []
@@ -226,7 +226,7 @@ def load_stores(folder: Path = HERE) -> list[dict[str, Any]]:
 def _fig3_store_rows(st: dict, panel: str) -> list[Row]:
     """The Fig. 3 claims on one stored grid; a curve with a cell short of the spec's trials is *pending*, not
     judged on the cells that happen to be finished (a running or killed sweep's store)."""
-    from .ifca_synthetic import compare_fig3, fig3_rows
+    from ..targets.ifca_synthetic import compare_fig3, fig3_rows
 
     recs = st["records"]
     grid = st["meta"].get("points") or []
@@ -291,22 +291,23 @@ def store_rows(folder: Path = HERE, stores: list[dict] | None = None) -> list[Ro
 
 
 def campaign_rows(folder: Path = HERE, data_dir: str | None = None) -> tuple[list[Row], list[dict]]:
-    """The paper-scale rows of the campaign's stored runs (:mod:`figures.campaign`): every real-data target's rows
-    at its ``--full`` setting, computed from the runs stored under ``folder`` (nothing is run), keeping the rows
+    """The paper-scale rows of the campaign's stored runs (:mod:`figures.campaign.planner`): every real-data target's
+    rows at its ``--full`` setting, computed from the runs stored under ``folder`` (nothing is run), keeping the rows
     that stored runs answer.
 
-    Each number is tested against the paper's by :func:`figures.verdicts.judge_numbers` (equivalence within the
+    Each number is tested against the paper's by :func:`figures.verdicts.rules.judge_numbers` (equivalence within the
     paper's ± and a difference test, Holm over the numbers of one table; fewer than 3 seeds: shown).  Each row
-    carries its cell's protocol class from the cell's ledger (:mod:`figures.protocol`: ``same`` or ``deviates``,
-    with the declared deviations in the note); rows whose runs were made under a protocol since corrected are
+    carries its cell's protocol class from the cell's ledger (:mod:`figures.verdicts.protocol`: ``same`` or
+    ``deviates``, with the declared deviations in the note); rows whose runs were made under a protocol since corrected
+    are
     *stale*, and published values the ledger flags as likely misprints are *paper value suspect*: both shown,
     neither counted.
     """
-    from .campaign import cells, collect, minimal_seeds
-    from .campaign_store import stale_run
-    from .protocol import ledger_for
-    from .published import PAPER_SEEDS
-    from .verdicts import SUSPECT, judge_numbers
+    from ..verdicts.protocol import ledger_for
+    from ..verdicts.published import PAPER_SEEDS
+    from ..verdicts.rules import SUSPECT, judge_numbers
+    from .planner import cells, collect, minimal_seeds
+    from .store import stale_run
 
     requests, by_target = collect(folder, data_dir, names=_targets_with_runs(folder))
     cell_list = cells(requests)
@@ -412,7 +413,7 @@ def _targets_with_runs(folder: Path) -> tuple[str, ...]:
     users) is most of the time of reading the stored runs.  Every campaign target when there is no manifest."""
     import csv
 
-    from .campaign import MANIFEST, TARGETS
+    from .planner import MANIFEST, TARGETS
 
     path = Path(folder) / MANIFEST
     if not path.is_file():
@@ -426,8 +427,8 @@ def _targets_with_runs(folder: Path) -> tuple[str, ...]:
 
 
 def counted_word(verdict: str) -> bool:
-    """A claim's or ordering's verdict word (agrees, differs, not resolved): :func:`figures.verdicts.counted`."""
-    from .verdicts import counted
+    """A claim's or ordering's verdict word (agrees, differs, not resolved): :func:`figures.verdicts.rules.counted`."""
+    from ..verdicts.rules import counted
 
     return counted(verdict)
 
@@ -436,7 +437,7 @@ def _protocol(row: Row, cell, stale, methods: list[str]) -> Row:
     """A paper-scale row with its protocol class (the cell's ledger, the settings that concern the row's
     ``methods``); a row of runs made under a corrected protocol is *stale* (shown, not tested), naming the
     correction and the command that reruns it."""
-    from .protocol import ledger_for
+    from ..verdicts.protocol import ledger_for
 
     ledger = ledger_for(cell.folder)
     klass = ledger.protocol_class(cell.name, [m.split(" (")[0] for m in methods]) if ledger is not None else ""
@@ -521,7 +522,7 @@ def _campaign_table(rows: list[Row], cells: list[dict]) -> str:
     lines = [f"**Paper-scale campaign** (`python paper_repro.py --campaign run`; manifest "
              f"`figures/measured/campaign.csv`): {len(numbers)} published numbers with stored runs ({len(cells)} "
              "rows; a value scored under a second protocol has a second row, shown and not counted). Verdicts "
-             "(`figures/verdicts.py`): *agrees* = shown equivalent within the paper's ± and its rounding (TOST, "
+             "(`figures/verdicts/rules.py`): *agrees* = shown equivalent within the paper's ± and its rounding (TOST, "
              "Holm over the table); *differs* = a significant difference outside it (Welch, Holm); *not resolved* = "
              "neither, with the smallest gap the seeds could detect; *shown* = fewer than 3 seeds, no verdict; "
              "*stale* = runs of a protocol since corrected; *paper value suspect* = a likely misprint. Protocol: "

@@ -1,7 +1,7 @@
 """A target's ``status-<size>.json``: written after each target runs, verified whenever the report reads it.
 
-A ``done`` status keeps the rows the headline counts (:func:`figures.headline.row_record`), their verdict counts and
-a SHA-256 digest of those rows together with the title, the size and the text of the target's
+A ``done`` status keeps the rows the headline counts (:func:`figures.report.headline.row_record`), their verdict counts
+and a SHA-256 digest of those rows together with the title, the size and the text of the target's
 ``section-<size>.md``.  On reading, a status that is not a regular file, not JSON, lacks a field, or whose digest
 or verdict counts do not match its rows and section is *unreadable*: the report names the file and the reason and
 counts nothing from it, and the other targets are reported as usual.  The digest catches a hand-edited, truncated
@@ -50,8 +50,8 @@ def section_path(out: Path, name: str, size: str) -> Path:
 
 
 def verdict_counts(rows: list[dict]) -> dict[str, int]:
-    """How many rows carry each verdict head (:func:`figures.verdicts.head`)."""
-    from .verdicts import head
+    """How many rows carry each verdict head (:func:`figures.verdicts.rules.head`)."""
+    from ..verdicts.rules import head
 
     return dict(Counter(head(r["verdict"]) for r in rows))
 

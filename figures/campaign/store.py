@@ -1,6 +1,6 @@
 """The campaign's store of runs: one JSON per run, ``figures/measured/<folder>/<algo>-<key>.json``, keyed by what the
 run computes (its folder, point and seed), and the records the targets read from it under ``Context(stored=...)``
-(see :mod:`figures.campaign`).
+(see :mod:`figures.campaign.planner`).
 """
 
 from __future__ import annotations
@@ -88,8 +88,8 @@ def seal_run(path: Path) -> bool:
 
 def stale_run(req: RunRequest, root: Path, changed_keys: list[str] | tuple[str, ...]) -> Path | None:
     """A stored run of ``req`` made under a protocol since corrected: same folder and seed, and a point equal to the
-    request's once the ``changed_keys`` (the protocol's corrected settings, :class:`figures.protocol.Stale`) are
-    left out of both; None when there is none."""
+    request's once the ``changed_keys`` (the protocol's corrected settings, :class:`figures.verdicts.protocol.Stale`)
+    are left out of both; None when there is none."""
     if not changed_keys:
         return None
     want = {k: v for k, v in run_point(req.point).items() if k not in changed_keys}
@@ -124,8 +124,9 @@ def stored_records(ctx, folder: str, spec, trial_fn: Callable) -> list[dict[str,
     """The records of ``spec``'s trials read from the campaign store under ``ctx.stored`` (see
     :func:`figures.runs.run_points`): a stored run is an ``ok`` record, any other a ``missing`` one; every request
     is appended to ``ctx.requests`` when that is a list.  Where the folder's protocol ledger marks stored runs
-    stale (:mod:`figures.protocol`), a missing run is read from its stale run, and the record says ``stale``."""
-    from .protocol import ledger_for
+    stale (:mod:`figures.verdicts.protocol`), a missing run is read from its stale run, and the record says
+    ``stale``."""
+    from ..verdicts.protocol import ledger_for
 
     out = []
     name = callable_name(trial_fn)

@@ -9,15 +9,15 @@ them.  Without ``--scheduler`` a local cluster of ``--cpus`` CPU workers and ``-
   protocol ledger marks their stored runs stale (``figures/published/protocols/*.toml``, ``[stale]``), then the cells
   that need a GPU (manifest status ``needs a GPU``) by published numbers per GPU-minute, the minimal tests first, then
   the paper's remaining seeds; a GPU worker with no GPU run left takes the CPU queue's next run.  CPU workers take the
-  CPU queue: the loky runner's queue (:func:`figures.campaign.queue`, within the CPU budget), the big runs
-  (:data:`figures.campaign.BIG_CLIENTS`) last and alone, as there; a stale cell's runs stay for a GPU while one is
-  connected.  Where only GPU workers are connected they take every run.
+  CPU queue: the loky runner's queue (:func:`figures.campaign.planner.queue`, within the CPU budget), the big runs
+  (:data:`figures.campaign.planner.BIG_CLIENTS`) last and alone, as there; a stale cell's runs stay for a GPU while one
+  is connected.  Where only GPU workers are connected they take every run.
 * Storing (:func:`run_queue`): a worker computes its run with the campaign's own code and writer
-  (:func:`figures.campaign._execute`, the JSON with its digest) into a scratch folder of its own and returns the
-  file's text; the coordinator -- never a worker -- checks it (:func:`figures.campaign_store.load_run`: the request's
+  (:func:`figures.campaign.planner._execute`, the JSON with its digest) into a scratch folder of its own and returns the
+  file's text; the coordinator -- never a worker -- checks it (:func:`figures.campaign.store.load_run`: the request's
   run, its digest) and renames it into the store, atomically.  The coordinator holds the run's lock file
-  (``<run>.running``, the one :func:`figures.campaign.execute` takes) from submission to storage, and a run stored
-  meanwhile is not stored again; so a second runner (loky or Dask) never runs or stores the same run, and a lost
+  (``<run>.running``, the one :func:`figures.campaign.planner.execute` takes) from submission to storage, and a run
+  stored meanwhile is not stored again; so a second runner (loky or Dask) never runs or stores the same run, and a lost
   worker loses only its running run, which the Dask scheduler gives to another worker (its
   ``distributed.scheduler.allowed-failures``, 3 by default: a run that kills that many workers is reported failed).
 * ``--hours`` starts no run after that much wall time; the CPU budget limits the CPU queue as in the loky runner.
@@ -48,8 +48,8 @@ from typing import Any
 
 from synth.store import StoreError, write_json_atomic, write_text_atomic
 
-from . import campaign
-from .campaign_store import RunRequest, load_run
+from . import planner as campaign
+from .store import RunRequest, load_run
 
 __all__ = ["GPU", "CPU", "Prices", "Speedup", "device_plan", "git_commit_run", "gpu_timing_key", "local_cluster",
            "makespan", "queues", "record_gpu_timings", "run_on_dask", "run_queue", "speedup", "work"]
@@ -62,7 +62,7 @@ _GPU_TIMING = "stored GPU runs: wall seconds / rounds, setup included"
 
 def gpu_timing_key(req: RunRequest) -> str:
     """The ``campaign_timings.json`` key of ``req``'s setting on a GPU: 16 hex digits, like a CPU timing's
-    (:func:`figures.campaign._timing_key`), of that key and the device kind."""
+    (:func:`figures.campaign.planner._timing_key`), of that key and the device kind."""
     text = json.dumps({"timing": campaign._timing_key(req), "device": "cuda"}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -82,8 +82,9 @@ def _gpu_runs(root: Path) -> list[dict]:
 def record_gpu_timings(root: Path = campaign.HERE) -> int:
     """Store in ``root/campaign_timings.json`` one GPU timing entry per setting (:func:`gpu_timing_key`) of the
     stored GPU runs: the mean of wall seconds / rounds (setup included), the device, the runs it comes from.  CPU
-    entries are kept as they are (the file is re-read just before it is written, as :func:`figures.campaign.measure`
-    does).  Returns the number of GPU entries; the file is rewritten only when they change."""
+    entries are kept as they are (the file is re-read just before it is written, as
+    :func:`figures.campaign.planner.measure` does).  Returns the number of GPU entries; the file is rewritten only when
+    they change."""
     groups: dict[str, list[dict]] = {}
     for data in _gpu_runs(Path(root)):
         groups.setdefault(gpu_timing_key(_request_of(data)), []).append(data)
@@ -119,8 +120,8 @@ class Speedup:
 
 def speedup(root: Path, timings: dict, measured: dict[str, list[float]] | None = None) -> Speedup | None:
     """The CPU-to-GPU speed-up of the campaign's runs: over every point with a stored GPU run and a CPU price (its
-    stored CPU runs, else its timed rounds: :func:`figures.campaign.run_seconds`), the sum of the CPU prices over
-    the sum of the points' mean GPU wall seconds; None where no point has both."""
+    stored CPU runs, else its timed rounds: :func:`figures.campaign.planner.run_seconds`), the sum of the CPU prices
+    over the sum of the points' mean GPU wall seconds; None where no point has both."""
     measured = campaign.stored_seconds(root) if measured is None else measured
     by_point: dict[str, list[dict]] = {}
     for data in _gpu_runs(Path(root)):
@@ -143,7 +144,7 @@ def speedup(root: Path, timings: dict, measured: dict[str, list[float]] | None =
 
 def _changed_keys(folder: str) -> tuple[str, ...]:
     """The run-point keys a protocol fix changed in ``folder`` (its ledger's ``[stale]``; none without one)."""
-    from .protocol import ledger_for
+    from ..verdicts.protocol import ledger_for
 
     ledger = ledger_for(folder)
     return tuple(ledger.stale.changed_keys) if ledger is not None and ledger.stale is not None else ()
@@ -240,7 +241,7 @@ class Prices:
 
 def _stale(cell: campaign.Cell) -> bool:
     """Whether the cell's protocol ledger marks its stored runs stale (a protocol fix since they ran)."""
-    from .protocol import ledger_for
+    from ..verdicts.protocol import ledger_for
 
     ledger = ledger_for(cell.name)
     return ledger is not None and ledger.stale is not None
@@ -269,8 +270,8 @@ def gpu_cells(plans: list[campaign.CellPlan], prices: Prices, root: Path) -> lis
 def queues(plans: list[campaign.CellPlan], timings: dict, budget_hours: float, root: Path,
            prices: Prices) -> tuple[list[RunRequest], list[RunRequest]]:
     """(GPU queue, CPU queue): the GPU queue's cells (:func:`gpu_cells`), their minimal tests' missing runs
-    (:func:`figures.campaign.gpu_queue`), then their remaining seeds up to the paper's; the loky runner's queue
-    (:func:`figures.campaign.queue`, within ``budget_hours``), its big runs last (they run alone)."""
+    (:func:`figures.campaign.planner.gpu_queue`), then their remaining seeds up to the paper's; the loky runner's queue
+    (:func:`figures.campaign.planner.queue`, within ``budget_hours``), its big runs last (they run alone)."""
     order = gpu_cells(plans, prices, root)
     gpu = campaign.gpu_queue([c.cell for c in order], [c.cell.name for c in order], root)
     seen = {r.key for r in gpu}
@@ -441,8 +442,8 @@ def _gpu_settings() -> None:
 
 
 def work(req: RunRequest, root: str, data_dir: str | None, command: str, device: str) -> dict[str, Any]:
-    """On a worker: compute one run with the campaign's code and writer (:func:`figures.campaign._execute`) into a
-    scratch folder, and return its summary with the file's text (``text``; None when the run raised).  The run's
+    """On a worker: compute one run with the campaign's code and writer (:func:`figures.campaign.planner._execute`) into
+    a scratch folder, and return its summary with the file's text (``text``; None when the run raised).  The run's
     checkpoints go to ``root``'s when this worker sees that folder (a shared file system: a run redone after a lost
     worker resumes there), else to the scratch folder."""
     import tempfile
@@ -666,9 +667,9 @@ def run_campaign(budget_hours: float = campaign.BUDGET_HOURS, root: Path = campa
                  only: list[str] | None = None, hours: float | None = None, command: str = "",
                  log: Callable[[str], None] = print, scheduler: Any = None, cpus: int = 1, gpus: int = 0,
                  on_stored: Callable[[dict], None] | None = None) -> int:
-    """The campaign on Dask workers: the cells of :func:`figures.campaign.chosen_cells`, then :func:`run_on_dask`
-    (the GPU queue first on GPU workers, the CPU queue on CPU workers; the coordinator stores).  Returns the number
-    of runs stored."""
+    """The campaign on Dask workers: the cells of :func:`figures.campaign.planner.chosen_cells`, then
+    :func:`run_on_dask` (the GPU queue first on GPU workers, the CPU queue on CPU workers; the coordinator stores).
+    Returns the number of runs stored."""
     cell_list = campaign.chosen_cells(only, root, data_dir)
     return run_on_dask(cell_list, budget_hours, root, data_dir, hours, command, log, scheduler=scheduler,
                        cpus=cpus, gpus=gpus, on_stored=on_stored)

@@ -12,8 +12,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .compare import build_section, claim_row, not_run_row, numeric_row, write_rows, write_table
-from .dotplot import Dot, dot_plot
+from ..plots.dotplot import Dot, dot_plot
+from ..plots.style import face, seeds_text
+from ..registry import Context, Section, register
+from ..runs import summarise_values
+from ..verdicts.compare import build_section, claim_row, not_run_row, numeric_row, write_rows, write_table
+from ..verdicts.published import claim, lookup
+from ..verdicts.rules import SHOWN, equal_claim, head, level_claim, order_claim, ordering_rows, seed_values
 from .ifca_nets import FEMNIST_TRAINED
 from .netcommon import (
     base_dataset,
@@ -29,11 +34,6 @@ from .netcommon import (
     substitute_reason,
     summary_by,
 )
-from .published import claim, lookup
-from .registry import Context, Section, register
-from .runs import summarise_values
-from .style import face, seeds_text
-from .verdicts import SHOWN, equal_claim, head, level_claim, order_claim, ordering_rows, seed_values
 
 SIM = [("MNIST (inverted)", "mnist", "inverted"), ("MNIST (rotated)", "mnist", "rotated"),
        ("CIFAR (rotated)", "cifar", "rotated")]

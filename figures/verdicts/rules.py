@@ -14,7 +14,8 @@ Words (the head of every verdict; :data:`HEADS`):
 * ``not resolved`` -- neither: the row says at what n, and the smallest gap its seeds could detect;
 * ``shown`` -- fewer than :data:`MIN_SEEDS` seeds (or trials) on a side: the values with their n, no verdict,
   never counted;
-* ``stale`` -- stored runs of a protocol since corrected (:mod:`figures.protocol`): shown, not counted until rerun;
+* ``stale`` -- stored runs of a protocol since corrected (:mod:`figures.verdicts.protocol`): shown, not counted
+  until rerun;
 * ``paper value suspect`` -- a published value that looks like a misprint (reason given): shown, not counted.
 
 Other words, for rows that are no comparison: ``not comparable (...)`` (a reduced or stand-in run), ``not run
@@ -317,7 +318,7 @@ def ordering_rows(cell: str, published: dict, samples: dict[str, Sequence[float]
                   min_seeds: int = MIN_SEEDS, trained_above: float | None = None) -> list[Row]:
     """One row per pair of methods of ``cell`` that have both a published value and reproduced seeds.
 
-    ``published`` maps method -> :class:`figures.published.Published`; ``samples`` method -> per-seed values
+    ``published`` maps method -> :class:`figures.verdicts.published.Published`; ``samples`` method -> per-seed values
     (in the run's units; ``scale`` converts to the paper's, e.g. 100 for accuracies in %).  ``reduced`` says what
     the run changes from the paper's setting (shown in each row's note).  Holm-Bonferroni runs over the pairs
     of this cell (difference tests; and, for the paper's ties, equivalence tests within the tie's width).

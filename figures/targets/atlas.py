@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .registry import Context, Section, register
-from .style import face, new_figure, save, suptitle, wrap
+from ..plots.style import face, new_figure, save, suptitle, wrap
+from ..registry import Context, Section, register
 from .theory_figs import statement_label
 
 __all__ = ["PARAM_LABELS", "PER_FIGURE", "plot_atlas"]
@@ -213,9 +213,9 @@ def _theory_missing(ctx: Context) -> str | None:
 def _run(ctx: Context) -> Section:
     from theory.atlas import GRIDS, build_cells, json_safe, unjson, write_atlas
 
-    from .compare import build_section
-    from .runs import run_points
-    from .trials import atlas_cell_trial
+    from ..runs import run_points
+    from ..trials import atlas_cell_trial
+    from ..verdicts.compare import build_section
 
     size = ctx.pick("quick", "medium", "default")
     folder = ctx.folder("theory-atlas")

@@ -13,10 +13,7 @@ import math
 import re
 import textwrap
 
-from .compare import Row, build_section, write_rows, write_table
-from .registry import Context, Section, register
-from .runs import by_point, run_points
-from .style import (
+from ..plots.style import (
     BOUND_LABELS,
     face,
     figure_legend,
@@ -28,11 +25,14 @@ from .style import (
     suptitle,
     value_ticks,
 )
-from .trials import theory_trial
+from ..registry import Context, Section, register
+from ..runs import by_point, run_points
+from ..trials import theory_trial
+from ..verdicts.compare import Row, build_section, write_rows, write_table
 
 # Each result's quantity and statement in mathtext, short enough for a panel at a readable size (the full wording
 # is theory's: `python -m theory show NAME`, and the checks.csv column `quantity`).  A result missing here falls
-# back to its own text with the ASCII maths made readable (figures.style.plain_maths).
+# back to its own text with the ASCII maths made readable (figures.plots.style.plain_maths).
 QUANTITIES = {
     "ifca-lemma1": "P[a client of cluster 1 estimates\na wrong cluster identity]",
     "ifca-thm1": r"$\mathrm{max}_j \|\theta_j^+ - \theta_j^*\|$ after one step" "\n"

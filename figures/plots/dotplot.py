@@ -1,7 +1,7 @@
 """Tables of many methods as faceted dot plots: one panel per partition (and data set), methods in one fixed order.
 
 Each method's row shows the reproduced mean as a filled marker with a whisker of ± one standard deviation over
-seeds (the same spread the papers' ``±`` reports, drawn only from at least :data:`figures.style.MIN_BAND` seeds),
+seeds (the same spread the papers' ``±`` reports, drawn only from at least :data:`figures.plots.style.MIN_BAND` seeds),
 every seed's own value as a small dot, and the paper's value as a hollow diamond with its ``±`` whisker, offset
 vertically so that neither hides the other.  Whiskers are clipped to the metric's range.
 """
@@ -53,7 +53,7 @@ def dot_plot(folder: Path, stem: str, dots: list[Dot], *, xlabel: str | dict[str
              paper_label: str = "paper: value ± its reported spread", sharex: bool = True,
              notes: dict[str, str] | None = None) -> list[str]:
     """Draw ``dots`` (one panel per distinct ``panel``, in order of appearance) and save ``stem``.png/.pdf in
-    ``folder``; returns the two file names.  ``title`` is the figure's face (:func:`figures.style.face`);
+    ``folder``; returns the two file names.  ``title`` is the figure's face (:func:`figures.plots.style.face`);
     ``xlabel`` is one label, or one per panel (panels that measure different things get ``sharex=False``).
     Where the face says the data are a stand-in, a panel named after the real set says what ran ("MNIST (rotated)"
     is titled "digits (rotated), for MNIST").  ``notes``: a line written across a panel without reproduced values,
@@ -85,7 +85,7 @@ def dot_plot(folder: Path, stem: str, dots: list[Dot], *, xlabel: str | dict[str
                     lo, hi = max(mean - sd, bounds[0]), min(mean + sd, bounds[1])
                     bars = ax.errorbar([mean], [y + _OFFSET], xerr=[[mean - lo], [hi - mean]], fmt="none",
                                        ecolor=colour, elinewidth=1.6, capsize=2.5, zorder=3)
-                    bars.lines[2][0].set_gid(f"band n={vals.size}")  # checked by figures.figcheck
+                    bars.lines[2][0].set_gid(f"band n={vals.size}")  # checked by figures.plots.figcheck
                     spread = True
                 ax.scatter(vals, np.full(vals.size, y + _OFFSET), s=9, color=colour, alpha=0.45, linewidths=0,
                            zorder=2)
