@@ -21,12 +21,28 @@ its ALA-aggregated model, ``theta_hat_i`` at the final global model.
 
 Where this follows the paper rather than the code: ``p`` counts layers (a weight and its bias are one layer),
 as in the paper; the reference code (FedALA / PFLlib ``utils/ALA.py``) counts parameter tensors (its default
-``layer_idx = 2`` is the paper's ``p = 1``).  The code takes one weight step per minibatch of the sampled
-data; here one step uses the full-batch gradient of the sampled fraction (one "epoch").  The code trains the
-first-round weights until the losses settle with no bound on the number of epochs; ``ala_max_steps`` bounds it
-(a client whose losses never settle would otherwise never finish).  ``ala_eta = 0``
-freezes the weights at ``ala_init`` (``1``: FedAvg; ``0`` with ``ala_layers`` = all layers: local training), which
-the tests use to check both ends.
+``layer_idx = 2`` is the paper's ``p = 1``).
+
+PFLlib's way (CLoVE's Table 6 names PFLlib as the FedALA code it ran), as options:
+
+* ``ala_batch_size = B``: one weight step per minibatch, as PFLlib@d832e76 ``system/utils/ALA.py:120-140``: the
+  sampled window is cut into consecutive batches of ``B`` samples in their stored order, the last one smaller
+  (``DataLoader(..., batch_size, drop_last=False)`` without shuffling, ALA.py:74), and every batch takes one
+  projected step at the weights the previous batch left; a pass's recorded loss, the one the start phase's
+  stopping rule reads, is its last batch's loss before that batch's step (ALA.py:128, 142).  PFLlib uses the
+  clients' training batch size (``clientala.py:17-18``).  ``None`` (the default): one step per pass on the
+  gradient of the whole window, the paper's "one epoch" written as one full-batch step.
+* ``ala_max_steps = None``: the start phase runs passes until the losses settle with no bound, as
+  ``while True`` in ALA.py:119-153 (at least ``ala_window + 1`` passes, ALA.py:150).  The default, 100 passes,
+  bounds it, since a client whose losses never settle would otherwise never finish.
+
+Not followed (listed for the side-by-side): PFLlib runs the ALA module on every client each round, the
+participants or not (``serverala.py:70-74`` sends to ``self.clients``); here it runs on the round's participants
+(the same with ``participation = 1``).  PFLlib evaluates at the start of a round, before training, and prints
+the best round's accuracy (``serverala.py:28-31, 55``); nets scores the final models.
+
+``ala_eta = 0`` freezes the weights at ``ala_init`` (``1``: FedAvg; ``0`` with ``ala_layers`` = all layers: local
+training), which the tests use to check both ends.
 """
 
 from __future__ import annotations
@@ -59,8 +75,11 @@ class FedALA(Estimator):
         backend the linear model is one layer.
     ala_init : initial value of the weights (code: 1, i.e. the first aggregation is the global model).
     ala_std, ala_window, ala_max_steps : the first-round weight training stops when the standard deviation of
-        the last ``ala_window`` losses is below ``ala_std`` (code: 0.1 and 10), or after ``ala_max_steps``
-        steps.
+        the last ``ala_window`` losses (one per pass) is below ``ala_std`` (code: 0.1 and 10), or after
+        ``ala_max_steps`` passes (``None``: no bound, PFLlib ``utils/ALA.py:119-153``).
+    ala_batch_size : ``None``: one weight step per pass on the whole sampled window; ``B``: one step per
+        consecutive batch of ``B`` window samples, PFLlib ``utils/ALA.py:120-140`` (there ``B`` is the training
+        batch size).
     participation, init, random_state, monitor, monitor_every : as in
         :class:`~synth.algorithms.perfedavg.PerFedAvg`.
 
@@ -82,14 +101,16 @@ class FedALA(Estimator):
         "ala_init": [Real(0.0, 1.0)],
         "ala_std": [Real(0.0, None)],
         "ala_window": [Int(1, None)],
-        "ala_max_steps": [Int(1, None)],
+        "ala_max_steps": [None, Int(1, None)],
+        "ala_batch_size": [None, Int(1, None)],
         "init": INIT,
     }
 
     def __init__(self, n_rounds: int = 100, local_steps: int = 10, step_size: float = 0.005, ala_eta: float = 1.0,
                  ala_fraction: float = 0.8, ala_layers: int = 1, ala_init: float = 1.0, ala_std: float = 0.1,
-                 ala_window: int = 10, ala_max_steps: int = 100, participation: float = 1.0, init=None,
-                 random_state=None, monitor: Monitor | None = None, monitor_every: int = 1):
+                 ala_window: int = 10, ala_max_steps: int | None = 100, ala_batch_size: int | None = None,
+                 participation: float = 1.0, init=None, random_state=None, monitor: Monitor | None = None,
+                 monitor_every: int = 1):
         self.n_rounds = n_rounds
         self.local_steps = local_steps
         self.step_size = step_size
@@ -100,6 +121,7 @@ class FedALA(Estimator):
         self.ala_std = ala_std
         self.ala_window = ala_window
         self.ala_max_steps = ala_max_steps
+        self.ala_batch_size = ala_batch_size
         self.participation = participation
         self.init = init
         self.random_state = random_state
@@ -112,6 +134,7 @@ class FedALA(Estimator):
         layers = backend.layer_slices() if hasattr(backend, "layer_slices") else [slice(0, backend.n_params)]
         p = check_int("ala_layers", v["ala_layers"], low=1, high=len(layers))
         self._std, self._window, self._max_steps = v["ala_std"], v["ala_window"], v["ala_max_steps"]
+        self._batch = v["ala_batch_size"]
         every = v["monitor_every"]
         rng = check_random_state(self.random_state)
         m, P = backend.n_clients, backend.n_params
@@ -170,21 +193,33 @@ class FedALA(Estimator):
 
         if self._eta == 0 or c == 0:
             return aggregate(W), W
-        sub = _window_view(view, self._s, rng)
+        starts, sizes = _draw_window(view, self._s, rng)
+        batches = _batches(starts, sizes, self._batch)
+        subs = [_sub_view(view, b_starts, b_sizes) for b_starts, b_sizes, _ in batches]
         rows = np.arange(c)
         top_rows = backend.from_numpy(np.broadcast_to(self._top, (c, self._top.size)).astype(np.float64))
         active = np.ones(c, dtype=bool)
         losses: list[np.ndarray] = []
-        n_steps = self._max_steps if start.any() else 1
-        for _ in range(n_steps):
-            theta_hat = aggregate(W)
+        n_passes = (self._max_steps or np.inf) if start.any() else 1
+        done = 0
+        while done < n_passes:
+            last_loss = np.zeros(c)
+            for sub, (_, _, (valid, last)) in zip(subs, batches, strict=True):
+                on = active & valid[sel]  # a client whose window has fewer batches skips the later ones
+                if not on.any():
+                    continue
+                theta_hat = aggregate(W)
+                if start.any() and last[sel].any():
+                    # the pass's recorded loss: its last batch's, before that batch's step (ALA.py:128, 142)
+                    last_loss = np.where(last[sel], _own_losses(sub, theta_hat, clients), last_loss)
+                grad = sub.client_gradients(theta_hat, rows, clients)
+                mask = top_rows if on.all() else top_rows * backend.from_numpy(
+                    np.broadcast_to(on[:, None], (c, self._top.size)).astype(np.float64))
+                W = (W - self._eta * grad * diff * mask).clip(0.0, 1.0)
             if start.any():
-                losses.append(_own_losses(sub, theta_hat, clients))
-            grad = sub.client_gradients(theta_hat, rows, clients)
-            mask = top_rows if active.all() else top_rows * backend.from_numpy(
-                np.broadcast_to(active[:, None], (c, self._top.size)).astype(np.float64))
-            W = (W - self._eta * grad * diff * mask).clip(0.0, 1.0)
-            # after the first step only the clients in their first (start-phase) aggregation continue, each
+                losses.append(last_loss)
+            done += 1
+            # after the first pass only the clients in their first (start-phase) aggregation continue, each
             # until its recent losses settle
             active = start.copy()
             if len(losses) > self._window:
@@ -203,12 +238,39 @@ def _own_losses(view, models, clients) -> np.ndarray:
     return np.diag(view.losses(models, clients))
 
 
-def _window_view(view, fraction: float, rng: np.random.Generator):
-    """The backend restricted to a random window of ``ceil(fraction n_i)`` consecutive samples per client
-    (the code's ``rand_idx : rand_idx + rand_num`` slice; the samples of a client are in random order)."""
+def _draw_window(view, fraction: float, rng: np.random.Generator):
+    """``(starts, sizes)`` of a random window of ``floor(fraction n_i)`` consecutive samples per client (the
+    code's ``rand_idx : rand_idx + rand_num`` slice, PFLlib ``utils/ALA.py:71-74``; the samples of a client are
+    in random order)."""
     n = np.asarray(view.n_samples, dtype=np.int64)
     sizes = np.maximum(1, np.floor(fraction * n + 1e-9).astype(np.int64))
     starts = (rng.random(len(n)) * (n - sizes + 1)).astype(np.int64)
+    return starts, sizes
+
+
+def _batches(starts: np.ndarray, sizes: np.ndarray, batch: int | None):
+    """The window as consecutive batches: ``[(starts, sizes, (valid, last))]``, one entry per batch position.
+
+    ``batch=None``: the whole window as one batch.  Otherwise batch ``j`` of client i holds window samples
+    ``j B .. min((j+1) B, size_i) - 1`` (PFLlib's unshuffled ``DataLoader(..., drop_last=False)``); ``valid``
+    marks the clients that have a batch ``j``, ``last`` those for which it is their last (a client without a
+    batch ``j`` gets a placeholder window that its masked step ignores).
+    """
+    if batch is None:
+        ones = np.ones(len(sizes), dtype=bool)
+        return [(starts, sizes, (ones, ones))]
+    n_batches = -(-sizes // batch)
+    out = []
+    for j in range(int(n_batches.max())):
+        valid = j < n_batches
+        b_starts = np.where(valid, starts + j * batch, starts)
+        b_sizes = np.where(valid, np.minimum(batch, sizes - j * batch), np.minimum(batch, sizes))
+        out.append((b_starts, b_sizes, (valid, j == n_batches - 1)))
+    return out
+
+
+def _sub_view(view, starts: np.ndarray, sizes: np.ndarray):
+    """The backend restricted to the samples ``starts[i] : starts[i] + sizes[i]`` of each client."""
     if hasattr(view, "subsample"):
         return view.subsample(starts, sizes)
     fed = getattr(view, "fed", None)
