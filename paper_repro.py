@@ -303,8 +303,9 @@ def _run_targets(ctx, runnable: list[tuple[int, str]], total: int, bar: bool) ->
     t0 = time.time()
     lanes = min(ctx.n_jobs, len(runnable)) if ctx.size in ("tiny", "quick") and ctx.backend == "loky" else 1
     if lanes <= 1:
+        # _run_target returns (name, done): the pair itself is always true, so test its second item
         return [name for i, name in runnable
-                if not _run_target(ctx, name, i, total, True if bar else None, t0)]
+                if not _run_target(ctx, name, i, total, True if bar else None, t0)[1]]
     from joblib import Parallel, delayed
 
     print(f"paper_repro.py: {len(runnable)} targets on {lanes} workers side by side, longest first; each prints "

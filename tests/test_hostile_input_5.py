@@ -38,3 +38,31 @@ def test_the_seed_changes_every_kind_of_run(algo):
     p = {"dataset": "digits-rotated", "algo": algo, "clients": 8, "n_per_client": 20, "rounds": 2}
     a, b = run_experiment({**p, "seed": 0}), run_experiment({**p, "seed": 1})
     assert (a["test_accuracy"], a["test_loss"]) != (b["test_accuracy"], b["test_loss"])
+
+
+# -- a failed target never exits 0 ----------------------------------------------------------------------------------
+def _failing(monkeypatch, name: str):
+    import dataclasses
+
+    import figures
+    from figures.registry import TARGETS
+
+    figures.load_targets()
+
+    def boom(ctx):
+        raise ValueError("a ledger that does not parse")
+
+    monkeypatch.setitem(TARGETS, name, dataclasses.replace(TARGETS[name], run=boom))
+
+
+@pytest.mark.parametrize("extra", [["--n-jobs", "1"], ["--n-jobs", "2"], ["--size", "medium", "--n-jobs", "1"]])
+def test_a_failed_target_exits_non_zero(extra, tmp_path, monkeypatch, capsys):
+    """One target, serial or side by side, any size: 'targets 1 failed' and exit 1 (the serial path tested the
+    (name, done) pair, always true, and exited 0)."""
+    import paper_repro
+
+    _failing(monkeypatch, "measured-runs")
+    code = paper_repro.main(["--only", "measured-runs", "--out", str(tmp_path), *extra])
+    out = capsys.readouterr()
+    assert code == 1, out.out + out.err
+    assert "FAILED" in out.err and "a ledger that does not parse" in out.err
