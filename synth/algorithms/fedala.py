@@ -47,15 +47,13 @@ training), which the tests use to check both ends.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from ..validation import check_int, check_random_state
 from .backend import ModelBackend
 from .common import DivergenceError, participants
 from .params import POSITIVE, Estimator, Int, Real, shared
-from .perfedavg import INIT, scatter_rows, shared_init
+from .perfedavg import INIT, scatter_rows, shared_init, window_view
 from .result import FitResult, History, Monitor
 
 __all__ = ["FedALA"]
@@ -195,7 +193,7 @@ class FedALA(Estimator):
             return aggregate(W), W
         starts, sizes = _draw_window(view, self._s, rng)
         batches = _batches(starts, sizes, self._batch)
-        subs = [_sub_view(view, b_starts, b_sizes) for b_starts, b_sizes, _ in batches]
+        subs = [window_view(view, b_starts, b_sizes) for b_starts, b_sizes, _ in batches]
         rows = np.arange(c)
         top_rows = backend.from_numpy(np.broadcast_to(self._top, (c, self._top.size)).astype(np.float64))
         active = np.ones(c, dtype=bool)
@@ -267,20 +265,3 @@ def _batches(starts: np.ndarray, sizes: np.ndarray, batch: int | None):
         b_sizes = np.where(valid, np.minimum(batch, sizes - j * batch), np.minimum(batch, sizes))
         out.append((b_starts, b_sizes, (valid, j == n_batches - 1)))
     return out
-
-
-def _sub_view(view, starts: np.ndarray, sizes: np.ndarray):
-    """The backend restricted to the samples ``starts[i] : starts[i] + sizes[i]`` of each client."""
-    if hasattr(view, "subsample"):
-        return view.subsample(starts, sizes)
-    fed = getattr(view, "fed", None)
-    if fed is None:
-        raise TypeError(f"FedALA needs a backend that can restrict clients to part of their data "
-                        f"(a subsample method), got {type(view).__name__}")
-    # synthetic backend: gather each client's window into a smaller federation of the same distributions
-    width = int(sizes.max())
-    pos = starts[:, None] + np.minimum(np.arange(width)[None, :], sizes[:, None] - 1)
-    ok = np.arange(width)[None, :] < sizes[:, None]
-    X = np.take_along_axis(fed.X, pos[:, :, None], axis=1) * ok[:, :, None]
-    y = np.take_along_axis(fed.y, pos, axis=1) * ok
-    return type(view)(replace(fed, X=X.astype(fed.X.dtype), y=y.astype(fed.y.dtype), n_samples=sizes))

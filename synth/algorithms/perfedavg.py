@@ -18,27 +18,50 @@ A user's personalised model, the one that is evaluated, is the shared model afte
 own training data, ``w - alpha grad f_i(w)`` (Sec. 3).  With ``meta_alpha = 0`` the method is FedAvg with model
 averaging, ``tau`` local steps of size ``beta`` (a test checks it).
 
-Reference code: CLoVE ran PFLlib's ``clientperavg.py``.  Its current version matches Alg. 1 (FO): step 1 on one
-half of a minibatch, step 2's gradient at ``w_tmp`` on the other half, ``w`` restored, then the outer step; it
-sets beta = alpha = the local learning rate (defaults here: both 0.005, PFLlib's default rate), and personalises
-for evaluation with one step on a training batch (``train_one_step``).  An older version (commit 20524d4) took
-the outer step from ``w_tmp`` without restoring ``w`` and adapted on a *test* batch; here the paper's update and
-a training-data adaptation step are used.  The gradients are
-full-batch gradients of each user's local loss (the paper's independent batches D, D', D'' are the whole
-local data set), so the steps are deterministic and need no minibatch stream.
+Reference code: CLoVE ran PFLlib's ``clientperavg.py`` (its Table 6).  Its current version (PFLlib@d832e76)
+matches Alg. 1 (FO): step 1 on one half of a minibatch, step 2's gradient at ``w_tmp`` on the other half, ``w``
+restored, then the outer step (``clientperavg.py:33-72``); it sets beta = alpha = the local learning rate
+(``clientperavg.py:14``; defaults here: both 0.005, PFLlib's default rate, ``main.py:400``).  An older version
+(commit 20524d4) took the outer step from ``w_tmp`` without restoring ``w`` and adapted on a *test* batch; here
+the paper's update is used.  The gradients are full-batch gradients of each user's local loss (the paper's
+independent batches D, D', D'' are the whole local data set), so the steps are deterministic and need no
+minibatch stream.
+
+PFLlib's way, as options (defaults: the paper's):
+
+* ``meta_adapt_batch = B``: the personalised model that is evaluated is the shared model after one step of size
+  alpha on *one random minibatch* of ``B`` training samples, as PFLlib's ``evaluate_one_step``
+  (``serverperavg.py:71-84``) calling ``train_one_step`` (``clientperavg.py:83-99``: the first batch of a
+  shuffled loader); ``None``: one step on all of the user's training data (Sec. 3).  The minibatch is a window of
+  ``min(B, n_i)`` consecutive samples at a uniformly random offset (the samples of a client are stored in random
+  order, so it is a uniformly random subset of that size; a backend restricts clients to windows only).
+* ``meta_passes = 2``: the local training runs twice per round, as PFLlib's server calls ``client.train()`` twice
+  for every selected client (``serverperavg.py:35-36``): ``meta_passes * local_steps`` steps per round.
+* ``meta_weights = "samples"``: the server averages the users' models weighted by their sample counts, as
+  PFLlib's ``receive_models``/``aggregate_parameters`` (``serverbase.py:114-150``, weights
+  ``train_samples / total``); ``"uniform"``: Alg. 1's ``(1/rn) sum w^i``.  The same when clients hold equally many
+  samples.
+
+Not offered (listed for the side-by-side): PFLlib's meta-steps run on minibatches, step 1 on ``B`` samples and
+step 2 on the next ``B`` of a shuffled batch of ``2B`` with ``drop_last`` (``clientperavg.py:23, 33-72``), so an
+epoch is ``floor(n / 2B)`` meta-steps; here every step uses the full local data.  PFLlib evaluates at the start of
+a round, before training (``serverperavg.py:28-31``), and prints the best round's accuracy (``:57``); nets scores
+the final models.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
 from ..validation import check_random_state
 from .backend import ModelBackend
 from .common import DivergenceError, initial_models, participants
-from .params import POSITIVE, Array, Estimator, Options, Real, String, shared
+from .params import POSITIVE, Array, Estimator, Int, Options, Real, String, shared
 from .result import FitResult, History, Monitor
 
-__all__ = ["INIT", "PerFedAvg", "scatter_rows", "shared_init"]
+__all__ = ["INIT", "PerFedAvg", "scatter_rows", "shared_init", "window_view"]
 
 
 # the shared initial model of the personalised methods: None (the backend's default), a scheme or one model (1, P)
@@ -65,6 +88,24 @@ def scatter_rows(backend: ModelBackend, stack, clients: np.ndarray | None, rows)
                         np.ones(m))
 
 
+def window_view(view, starts: np.ndarray, sizes: np.ndarray):
+    """The backend restricted to the samples ``starts[i] : starts[i] + sizes[i]`` of each client (a minibatch or a
+    sampled fraction: the samples of a client are stored in random order)."""
+    if hasattr(view, "subsample"):
+        return view.subsample(starts, sizes)
+    fed = getattr(view, "fed", None)
+    if fed is None:
+        raise TypeError(f"this option needs a backend that can restrict clients to part of their data "
+                        f"(a subsample method), got {type(view).__name__}")
+    # synthetic backend: gather each client's window into a smaller federation of the same distributions
+    width = int(sizes.max())
+    pos = starts[:, None] + np.minimum(np.arange(width)[None, :], sizes[:, None] - 1)
+    ok = np.arange(width)[None, :] < sizes[:, None]
+    X = np.take_along_axis(fed.X, pos[:, :, None], axis=1) * ok[:, :, None]
+    y = np.take_along_axis(fed.y, pos, axis=1) * ok
+    return type(view)(replace(fed, X=X.astype(fed.X.dtype), y=y.astype(fed.y.dtype), n_samples=sizes))
+
+
 class PerFedAvg(Estimator):
     """Per-FedAvg (Fallah et al. 2020, Alg. 1), first-order or Hessian-free.
 
@@ -76,6 +117,11 @@ class PerFedAvg(Estimator):
     step_size : beta, the outer step size.
     meta_variant : ``"fo"`` (first order) or ``"hf"`` (Hessian-free, finite-difference Hessian-vector product).
     meta_delta : delta, the finite-difference width of ``"hf"``.
+    meta_adapt_batch : ``None``: the personalised model takes its adaptation step on all of the user's training
+        data (Sec. 3); ``B``: on one random minibatch of ``B`` samples, PFLlib ``clientperavg.py:83-99``.
+    meta_passes : how often the local training runs per round (PFLlib: 2, ``serverperavg.py:35-36``).
+    meta_weights : the server's average, ``"uniform"`` (Alg. 1) or ``"samples"`` (weights n_i, PFLlib
+        ``serverbase.py:114-150``).
     participation : fraction r of users selected per round.
     init : the shared initial model: a backend scheme (``"zeros"``, torch's ``"default"`` ...), ``"same"``,
         an array ``(1, P)``, or None (the backend's default: zeros on the synthetic backend, torch's on nets).
@@ -97,11 +143,15 @@ class PerFedAvg(Estimator):
         "step_size": [POSITIVE],  # one beta (no restarts over step sizes)
         "meta_variant": [Options("fo", "hf")],
         "meta_delta": [POSITIVE],
+        "meta_adapt_batch": [None, Int(1, None)],
+        "meta_passes": [Int(1, None)],
+        "meta_weights": [Options("uniform", "samples")],
         "init": INIT,
     }
 
     def __init__(self, n_rounds: int = 100, local_steps: int = 10, meta_alpha: float = 0.005,
                  step_size: float = 0.005, meta_variant: str = "fo", meta_delta: float = 1e-3,
+                 meta_adapt_batch: int | None = None, meta_passes: int = 1, meta_weights: str = "uniform",
                  participation: float = 1.0, init=None, random_state=None, monitor: Monitor | None = None,
                  monitor_every: int = 1):
         self.n_rounds = n_rounds
@@ -110,6 +160,9 @@ class PerFedAvg(Estimator):
         self.step_size = step_size
         self.meta_variant = meta_variant
         self.meta_delta = meta_delta
+        self.meta_adapt_batch = meta_adapt_batch
+        self.meta_passes = meta_passes
+        self.meta_weights = meta_weights
         self.participation = participation
         self.init = init
         self.random_state = random_state
@@ -124,6 +177,7 @@ class PerFedAvg(Estimator):
         m = backend.n_clients
         w = shared_init(backend, self.init, rng)
         labels = np.arange(m)
+        n_all = np.asarray(backend.n_samples, dtype=np.float64)
         history = History()
         for t in range(self.n_rounds):
             _, view = backend.at_round(t)
@@ -131,7 +185,7 @@ class PerFedAvg(Estimator):
             c = m if clients is None else len(clients)
             rows = np.arange(c)
             theta = backend.take(w, np.zeros(c, dtype=np.int64))
-            for _ in range(self.local_steps):
+            for _ in range(v["meta_passes"] * self.local_steps):  # PFLlib: two calls of train() per round
                 g = view.client_gradients(theta, rows, clients)
                 tmp = backend.step(theta, g, np.full(c, alpha))
                 direction = view.client_gradients(tmp, rows, clients)
@@ -142,13 +196,17 @@ class PerFedAvg(Estimator):
                     direction = backend.step(direction, backend.step(plus, minus, np.ones(c)),
                                              np.full(c, alpha / (2 * delta)))
                 theta = backend.step(theta, direction, np.full(c, beta))
-            w = backend.combine(np.full((c, 1), 1.0 / c), theta)  # Alg. 1: uniform average over A_k
+            if v["meta_weights"] == "uniform":
+                w = backend.combine(np.full((c, 1), 1.0 / c), theta)  # Alg. 1: uniform average over A_k
+            else:  # PFLlib serverbase.py:124-136: weights train_samples / total
+                n_sel = n_all if clients is None else n_all[clients]
+                w = backend.combine((n_sel / n_sel.sum())[:, None], theta)
             if self.monitor is not None and (t % every == 0 or t == self.n_rounds - 1):
                 history.record(t, labels, **self.monitor(t, backend.to_numpy(w), labels))
             else:
                 history.record(t, labels)
         stack = backend.take(w, np.zeros(m, dtype=np.int64))
-        personal = backend.step(stack, backend.client_gradients(stack, labels), np.full(m, alpha))
+        personal = backend.step(stack, self._adaptation_gradients(backend, stack, labels, rng), np.full(m, alpha))
         models = backend.to_numpy(personal)
         if not np.isfinite(models).all():
             raise DivergenceError("Per-FedAvg produced non-finite models; lower step_size or meta_alpha")
@@ -157,3 +215,14 @@ class PerFedAvg(Estimator):
                                  extra={"global_model": self.global_model_})
         self.labels_, self.models_, self.n_clusters_, self.history_ = labels, models, m, history
         return self
+
+    def _adaptation_gradients(self, backend: ModelBackend, stack, labels: np.ndarray, rng: np.random.Generator):
+        """The gradients of the personalising step: on all training data (Sec. 3), or with ``meta_adapt_batch``
+        on one random minibatch per user (PFLlib ``clientperavg.py:83-99``; ``min(B, n_i)`` samples, where
+        PFLlib's ``drop_last`` loader would have no batch at all)."""
+        if self.meta_adapt_batch is None:
+            return backend.client_gradients(stack, labels)
+        n = np.asarray(backend.n_samples, dtype=np.int64)
+        sizes = np.minimum(int(self.meta_adapt_batch), n)
+        starts = (rng.random(len(n)) * (n - sizes + 1)).astype(np.int64)
+        return window_view(backend, starts, sizes).client_gradients(stack, labels)
