@@ -35,13 +35,15 @@ clients return (flat float64 vectors of the models, :class:`~nets.flower.arrays.
   and the last step of each REFINE ends with :func:`~synth.algorithms.srfca.recluster` and
   :func:`~synth.algorithms.srfca.merge`: ``1 + n_refine * trmean_steps`` rounds, SR-FCA's communication rounds.
 
-Faults.  A client that fails (its reply is an error) or does not answer within the round's timeout is *lost* for
-that exchange: it leaves the exchange's aggregate (its cluster's model is the mean of the updates that arrived,
-not an average with the model it was sent) and is asked again in the next round.  SR-FCA resumes: a client lost
-in a TrimmedMeanGD step leaves that step's trimmed mean, one lost in RECLUSTER keeps its cluster, one lost in
-ONE_SHOT is asked for its local model again in the next round (``dist="l2"``; with ``dist="cross"`` it stays out:
-its cross losses need every other client).  ``accept_failures=False`` ends the run instead
-(:class:`RoundFailed`).  ``stop()`` ends a run at its next exchange (:class:`RunStopped`).
+Faults.  A client that fails (its reply is an error), does not answer within the round's timeout, or sends a
+malformed or non-finite reply (:meth:`ClusteredStrategy._defect`: arrays that are not the model's or hold NaN or
+inf, a ``num-examples`` that is not a number > 0, ...) is *lost* for that exchange: it leaves the exchange's
+aggregate (its cluster's model is the mean of the updates that arrived, not an average with the model it was
+sent) and is asked again in the next round.  SR-FCA resumes: a client lost in a TrimmedMeanGD step leaves that
+step's trimmed mean, one lost in RECLUSTER keeps its cluster, one lost in ONE_SHOT is asked for its local model
+again in the next round (``dist="l2"``; with ``dist="cross"`` it stays out: its cross losses need every other
+client).  ``accept_failures=False`` ends the run instead (:class:`RoundFailed`, one line naming the node, its
+partition and the defect).  ``stop()`` ends a run at its next exchange (:class:`RunStopped`).
 
 Every round logs one line (clusters, their sizes, clients answering) and puts its numbers in Flower's ``Result``:
 ``train_metrics_clientapp[round]`` (``clusters``, ``cluster-sizes``, ``answered``, ``lost``, ``unassigned``, the
@@ -98,6 +100,7 @@ ARRAYS, CONFIG, METRICS = "arrays", "config", "metrics"
 NUM_EXAMPLES = "num-examples"
 AVERAGINGS = ("model", "gradient")
 CHOOSE_LOWEST = "lowest-loss"  # config["choose"]: the client trains its lowest-loss model of those sent
+ARRAY_BYTES = 1024  # an Array in an ArrayRecord beside its data (Python objects, its key): measured ~800 B
 
 
 # the strategies running in this process (stop_running() ends them, e.g. on Ctrl-C)
@@ -303,13 +306,30 @@ class ClusteredStrategy(Strategy):
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
         """The clients' evaluate metrics, ``num-examples``-weighted (Flower's ``aggregate_metricrecords``)."""
         ok = self._collect(server_round, EVALUATE, replies)
+        # each metric is a number in every reply or a list of one length in every reply: the form most replies
+        # give (the first node's among equals); a reply of another form is lost, as a malformed one
+        forms: dict[str, list] = {}
+        for node in sorted(ok):
+            for key, value in ok[node][METRICS].items():
+                forms.setdefault(key, []).append(len(value) if isinstance(value, list) else None)
+        usual = {key: max(dict.fromkeys(seen), key=seen.count) for key, seen in forms.items()}
+        for node in sorted(ok):
+            for key, value in ok[node][METRICS].items():
+                form = len(value) if isinstance(value, list) else None
+                if form != usual[key]:
+                    what = "a number" if usual[key] is None else f"a list of {usual[key]}"
+                    self._lose(server_round, EVALUATE, node, f"metric {key!r} is {value!r} where the other "
+                               f"clients send {what}")
+                    del ok[node]
+                    break
         if not ok:
             return None
         # a client's identity is no metric to average; a reply without num-examples weighs 1
         contents = [RecordDict({METRICS: MetricRecord({NUM_EXAMPLES: 1, **{
-            k: v for k, v in c[METRICS].items() if k != "partition-id"}})}) for c in ok.values()]
+            k: v for k, v in ok[n][METRICS].items() if k != "partition-id"}})}) for n in sorted(ok)]
         out = aggregate_metricrecords(contents, NUM_EXAMPLES)
         out["evaluated"] = len(ok)
+        out["lost"] = len(self._asked.get(EVALUATE, [])) - len(ok)
         log(INFO, "%s round %d: evaluated by %d clients: %s", self.algorithm, server_round, len(ok),
             ", ".join(f"{k} {v:.4g}" for k, v in out.items() if isinstance(v, float)))
         return out
@@ -344,12 +364,30 @@ class ClusteredStrategy(Strategy):
         if not records:
             Layout(initial_arrays)  # the error of an empty record
         self.layout = Layout(records[0])
+        self._check_memory(k)
+        for j, record in enumerate(records):
+            _check_finite(self.layout, self.layout.flatten(record),
+                          "initial_arrays" + (f" (cluster model {j})" if len(records) > 1 else ""))
         if len(records) == 1 and k > 1:
             records = replicate(records[0], k, self._rng)
         if len(records) != k:
             raise ValueError(f"initial_arrays holds {len(records)} cluster models; {type(self).__name__} needs {k} "
                              "(or one, replicated)")
         return self.layout.stack(records)
+
+    def _check_memory(self, k: int) -> None:
+        """Refuse (:class:`synth.cost.ResourceError`, a ValueError) ``k`` cluster models that do not fit in the
+        memory budget, before any is made: the server holds them as float64 rows (the models, the round's
+        aggregate and its start) and as ArrayRecords (the stacked record and a message's copy, about
+        :data:`ARRAY_BYTES` per array beside its data)."""
+        from synth.cost import check_memory, format_bytes
+
+        layout = self.layout
+        itemsize = max(np.dtype(d).itemsize for d in layout.dtypes)
+        per_model = layout.n_params * (3 * 8 + 2 * itemsize) + 2 * len(layout.keys) * ARRAY_BYTES
+        check_memory(float(k) * per_model, f"{type(self).__name__} with {k} cluster models of {layout.n_params} "
+                     f"parameters ({format_bytes(per_model)} each on the server)",
+                     hint="fewer clusters (n_clusters, max_clusters, n_init) or a smaller model")
 
     def _evaluate_due(self, server_round: int) -> bool:
         return bool(self.evaluate_every) and (server_round % self.evaluate_every == 0
@@ -393,8 +431,10 @@ class ClusteredStrategy(Strategy):
                 for node, content in contents.items()]
 
     def _collect(self, server_round: int, message_type: str, replies: Iterable[Message],
-                 asked: list[int] | None = None) -> dict[int, RecordDict]:
-        """The valid replies' contents by node; the nodes asked that failed or did not answer are lost."""
+                 asked: list[int] | None = None, models: int | None = None) -> dict[int, RecordDict]:
+        """The valid replies' contents by node; the nodes asked that failed, did not answer or sent a malformed or
+        non-finite reply (:meth:`_defect`; ``models``: the models or gradients its ``arrays`` must hold) are
+        lost."""
         asked = self._asked.get(message_type, []) if asked is None else asked
         wanted = set(asked)
         ok: dict[int, RecordDict] = {}
@@ -405,25 +445,63 @@ class ClusteredStrategy(Strategy):
             if msg.has_error():
                 self._lose(server_round, message_type, node, f"failed: {' '.join(str(msg.error.reason).split())}")
                 continue
-            if METRICS not in msg.content:
-                self._lose(server_round, message_type, node, f"its reply has no MetricRecord {METRICS!r}")
+            why = self._defect(msg.content, models)
+            if METRICS in msg.content.metric_records and _is_partition(msg.content[METRICS].get("partition-id")):
+                self.partitions[node] = int(msg.content[METRICS]["partition-id"])
+            if why is not None:
+                self._lose(server_round, message_type, node, why)
                 continue
             ok[node] = msg.content
-            metrics = msg.content[METRICS]
-            if "partition-id" in metrics:
-                self.partitions[node] = int(metrics["partition-id"])
         for node in asked:
             if node not in ok and not any(e[0] == server_round and e[1] == message_type and e[2] == node
                                           for e in self.lost):
                 self._lose(server_round, message_type, node, f"no answer within {self._timeout:g} s")
         return ok
 
+    def _defect(self, content: RecordDict, models: int | None) -> str | None:
+        """What makes a reply unusable, or None.  Its metrics: ``num-examples`` a finite number > 0,
+        ``partition-id`` an integer >= 0, every other metric a finite number or a list of finite numbers
+        (``losses`` may hold NaN and inf: NaN counts as +inf), ``train-loss`` and ``loss`` numbers.  Its
+        ``arrays`` (``models`` of them, stacked when more than one): the arrays of ``initial_arrays``, of their
+        shapes, all finite."""
+        if METRICS not in content.metric_records:
+            return f"its reply has no MetricRecord {METRICS!r}"
+        metrics = content[METRICS]
+        for key, value in metrics.items():
+            numbers = np.asarray(value if isinstance(value, list) else [value], dtype=np.float64)
+            if key in (NUM_EXAMPLES, "partition-id", "train-loss", "loss") and isinstance(value, list):
+                return f"{key} is a list ({value!r}), not a number"
+            if key == NUM_EXAMPLES and not (np.isfinite(value) and value > 0):
+                return f"{NUM_EXAMPLES} is {value!r}, not a finite number > 0"
+            if key == "partition-id" and not _is_partition(value):
+                return f"partition-id is {value!r}, not an integer >= 0"
+            if key != "losses" and not np.isfinite(numbers).all():
+                return f"metric {key!r} is not finite ({value!r})"
+        if models is None:
+            return None
+        if ARRAYS not in content.array_records:
+            return f"its reply has no ArrayRecord {ARRAYS!r}"
+        try:
+            records = [content[ARRAYS]] if models == 1 else split_clusters(content[ARRAYS])
+            if len(records) != models:
+                return f"its arrays hold {len(records)} models where {models} were due (one per run)"
+            vectors = [self.layout.flatten(r) for r in records]
+        except ValueError as exc:
+            return f"its arrays do not fit the model: {exc}"
+        for vector in vectors:
+            if not np.isfinite(vector).all():
+                bad = int(np.flatnonzero(~np.isfinite(vector))[0])
+                key = self.layout.keys[int(np.searchsorted(self.layout.offsets, bad, side="right")) - 1]
+                return f"its arrays hold non-finite values (array {key!r})"
+        return None
+
     def _lose(self, server_round: int, message_type: str, node: int, why: str) -> None:
         self.lost.append((server_round, message_type, node, why))
         self._round_lost.add(node)
-        log(WARNING, "%s round %d: node %d lost in %s: %s", self.algorithm, server_round, node, message_type, why)
+        who = f"node {node}" + (f" (partition {self.partitions[node]})" if node in self.partitions else "")
+        log(WARNING, "%s round %d: %s lost in %s: %s", self.algorithm, server_round, who, message_type, why)
         if not self.accept_failures:
-            raise RoundFailed(f"{type(self).__name__} round {server_round}: node {node} lost in {message_type} "
+            raise RoundFailed(f"{type(self).__name__} round {server_round}: {who} lost in {message_type} "
                               f"({why}); accept_failures=False ends the run")
 
     def _ask(self, server_round: int, message_type: str, contents: dict[int, RecordDict]) -> dict[int, RecordDict]:
@@ -481,6 +559,21 @@ class ClusteredStrategy(Strategy):
             "".join(f", {k} {out[k]:.4g}" for k in ("train-loss", *(extra or {})) if k in out
                     and isinstance(out[k], float)))
         return out
+
+
+def _is_partition(value) -> bool:
+    """A valid ``partition-id``: an integer >= 0 (an int, or a float of integer value)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and bool(np.isfinite(value))
+            and value >= 0 and float(value).is_integer())
+
+
+def _check_finite(layout: Layout, vector: np.ndarray, what: str) -> None:
+    """ValueError in one line naming the first array of ``vector`` that holds NaN or inf."""
+    bad = np.flatnonzero(~np.isfinite(vector))
+    if len(bad):
+        key = layout.keys[int(np.searchsorted(layout.offsets, bad[0], side="right")) - 1]
+        raise ValueError(f"{what}: array {key!r} holds NaN or inf ({len(bad)} entries); the models a strategy starts "
+                         "from must be finite")
 
 
 def _keep_integers(layout: Layout, new: np.ndarray, old: np.ndarray, weights: np.ndarray | None,
@@ -607,7 +700,7 @@ class _AssignThenTrain(ClusteredStrategy):
         (:func:`~synth.algorithms.common.apply_round`).  A model none of whose clients answered stays as it was."""
         gradient = self.averaging == "gradient"
         kind = GRADIENT if gradient else TRAIN
-        ok = self._collect(server_round, kind, replies)
+        ok = self._collect(server_round, kind, replies, models=self._runs)
         if self._round.get("choice"):
             self._client_choices(server_round, kind, ok)
             ok = {node: ok[node] for node in self._round["nodes"]}
@@ -861,6 +954,8 @@ class SRFCA(ClusteredStrategy):
         self.w0 = models[0]
         self._start = self.w0 if self.local_start is None else self.layout.flatten(self.local_start)
         self._center = np.zeros_like(self.w0) if self.center is None else self.layout.flatten(self.center)
+        _check_finite(self.layout, self._start, "local_start")
+        _check_finite(self.layout, self._center, "center")
         return models
 
     def _evaluate_due(self, server_round: int) -> bool:
@@ -918,7 +1013,7 @@ class SRFCA(ClusteredStrategy):
         by_type = {GRADIENT: [], TRAIN: []}
         for msg in replies:
             by_type.get(msg.metadata.message_type, by_type[TRAIN]).append(msg)
-        locals_ = self._collect(server_round, TRAIN, by_type[TRAIN], self._pending["train"])
+        locals_ = self._collect(server_round, TRAIN, by_type[TRAIN], self._pending["train"], models=1)
         for node, content in locals_.items():
             self.local[node] = self.layout.flatten(content[ARRAYS])
             self.n_samples[node] = float(content[METRICS].get(NUM_EXAMPLES, 1))
@@ -927,7 +1022,7 @@ class SRFCA(ClusteredStrategy):
             asked, answered = len(self.members), len(locals_)
             extra = {"phase": "one-shot"}
         else:
-            grads = self._collect(server_round, GRADIENT, by_type[GRADIENT], self._pending["gradient"])
+            grads = self._collect(server_round, GRADIENT, by_type[GRADIENT], self._pending["gradient"], models=1)
             self._gradient_step(grads)
             r, s = self._phase(server_round)
             if s == self.trmean_steps - 1 and len(self.models):
