@@ -599,12 +599,12 @@ class TorchBackend:
         return class_statistics(self, self.representation(), models, labels, clients)
 
     def aligned_update(self, models, labels, steps: int, lr, prototypes=None, lam: float = 0.0,
-                       train: str = "all", clients=None):
+                       train: str = "all", clients=None, collect: dict | None = None):
         """Local steps with the prototype alignment term (:func:`nets.representation.aligned_update`)."""
         from .representation import aligned_update
 
         return aligned_update(self, self.representation(), models, labels, steps, lr, prototypes, lam, train,
-                              clients)
+                              clients, collect=collect)
 
     def layer_slices(self) -> list[slice]:
         """Coordinate range of every layer of the model, input to output."""

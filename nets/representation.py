@@ -103,7 +103,7 @@ def class_statistics(backend, rep: Representation, models, labels, clients=None)
 
 
 def aligned_update(backend, rep: Representation, models, labels, steps: int, lr, prototypes=None,
-                   lam: float = 0.0, train: str = "all", clients=None):
+                   lam: float = 0.0, train: str = "all", clients=None, collect: dict | None = None):
     """Each selected client runs ``steps`` local steps from ``models[labels[i]]`` on
     ``CE + lam * (1/d) ||f(x) - prototypes[y]||^2`` (per sample, averaged as the minibatch loss): ``(c, P)``.
 
@@ -111,6 +111,11 @@ def aligned_update(backend, rep: Representation, models, labels, steps: int, lr,
     samples) or ``None`` (plain cross-entropy).  ``train`` = ``"all"``, ``"head"`` (feature extractor frozen)
     or ``"body"`` (head frozen).  Minibatches, optimiser (SGD or Adam) and chunking are the backend's, as in
     :meth:`~nets.backend.TorchBackend.local_update`.
+
+    ``collect``: a dict that receives ``counts`` ``(c, C)`` and ``means`` ``(c, C, d)`` (float64 numpy) of the
+    features of every sample the steps train on, each at the parameters of its step before the update -- the
+    local prototypes as PFLlib's FedProto collects them during training (PFLlib@d832e76 ``clientproto.py:54-56,
+    67``), rather than at the trained model.
     """
     steps = check_int("steps", steps, low=0)
     lam = check_real("lam", lam, low=0.0)
@@ -132,6 +137,8 @@ def aligned_update(backend, rep: Representation, models, labels, steps: int, lr,
         protos = torch.as_tensor(np.where(ok[:, None], arr, 0.0), dtype=backend.dtype, device=backend.device)
         has = torch.as_tensor(ok, dtype=backend.dtype, device=backend.device)
     theta = models[torch.as_tensor(labels, device=backend.device)].clone()
+    if collect is not None:
+        collect["counts"], collect["means"] = np.zeros((len(idx), C)), np.zeros((len(idx), C, d))
     if steps == 0 or len(idx) == 0:
         return theta
     lr_rows = backend._lr_rows(lr, models.shape[0], labels)
@@ -161,6 +168,8 @@ def aligned_update(backend, rep: Representation, models, labels, steps: int, lr,
             b1, b2 = backend.adam_betas
         for s in range(steps):
             xb, yb, wb = full if batches is None else backend._batch(batches, sl, rows, s)
+            if collect is not None:
+                _collect(collect, sl, rep, params, xb, yb, wb, C)
             g = g_fn(params, xb, yb, wb)
             for n in trainable:  # loop over parameter tensors, in place
                 if adam:
@@ -171,7 +180,18 @@ def aligned_update(backend, rep: Representation, models, labels, steps: int, lr,
                 else:
                     params[n].addcmul_(rates[n], g[n], value=-1.0)
         theta[sl] = rep.model.join(params)
+    if collect is not None:
+        collect["means"] /= np.maximum(collect["counts"], 1.0)[..., None]
     return theta
+
+
+def _collect(collect: dict, sl, rep: Representation, params, xb, yb, wb, C: int) -> None:
+    """Add one step's features per class to ``collect`` (class sums in ``means`` until the caller divides)."""
+    with torch.no_grad():
+        f = vmap(lambda p, x: rep.features_and_logits(p, x)[0])(params, xb).to(torch.float64)
+        oh = F.one_hot(yb, C).to(torch.float64) * (wb > 0).to(torch.float64)[..., None]  # padding has weight 0
+        collect["counts"][sl] += oh.sum(1).cpu().numpy()
+        collect["means"][sl] += torch.einsum("bnk,bnd->bkd", oh, f).cpu().numpy()
 
 
 def layer_slices(model: FunctionalModel) -> list[slice]:

@@ -28,11 +28,33 @@ The personalised model of a client is the averaged feature extractor with its co
 
 Where this follows the code: ``V_j = (1/n_j) sum_k [p_j(k) E_k ||f(x)||^2 - p_j(k)^2 ||mu_jk||^2]`` and
 ``h_j`` as computed by the authors' ``statistics_extraction`` (``methods/fedpac.py``) and PFLlib (the code
-CLoVE ran), with the statistics taken at the received global feature extractor, and the alignment term is the
-mean squared error (averaged over the feature dimension).  The authors' code uses SGD with momentum 0.5 and
-weight decay 5e-4 and a head learning rate of 0.1; here both stages use the backend's optimiser, the head at
-``head_step_size`` (default: ``step_size``, as PFLlib).  The QP is solved once per client on the server
-(a loop over clients of a small dense problem, not over data).
+CLoVE ran, PFLlib@d832e76 ``clientpac.py:137-187``), with the statistics taken at the received global feature
+extractor (``clientpac.py:105-108``), and the alignment term is the mean squared error (averaged over the feature
+dimension, ``clientpac.py:72-78``).  The authors' code uses SGD with momentum 0.5 and weight decay 5e-4 and a head
+learning rate of 0.1; here both stages use the backend's optimiser, the head at ``head_step_size`` (default:
+``step_size``, as PFLlib's one optimiser for both stages).  The QP is solved once per client on the server (a
+loop over clients of a small dense problem, not over data).
+
+Against PFLlib (``clientpac.py``, ``serverpac.py``), the code whose numbers CLoVE reports:
+
+* global prototypes: PFLlib averages the clients' prototypes unweighted (``serverpac.py:178-193``), the paper and
+  the authors' code (``tools.py`` ``protos_aggregation``) weight them by the class counts; ``prototype_mean``
+  offers both (default: ``"counts"``).
+* head stage: PFLlib trains the head for one epoch whatever the number of local epochs (``clientpac.py:37-51``);
+  ``head_steps`` defaults to ``local_steps``, the same when a round is one epoch (CLoVE's tau = 1).
+* the combined head: PFLlib zeroes the weights below 1e-3 and does not renormalise the rest
+  (``serverpac.py:166-174, 242``); here, as the authors' ``agg_classifier_weighted_p``, they are renormalised.  A
+  head scaled by ``sum alpha <= 1`` scales every logit alike, so the predictions are the same.
+* PFLlib's statistics and prototypes pass over a ``drop_last`` loader (``clientbase.py:59``), leaving out
+  ``n mod B`` random samples; here all samples count (the same for CLoVE's n = 500, B = 100).
+* PFLlib mismatches the combined heads and the clients (not followed, a defect of that code): ``Vars``/``Hs`` are in
+  the order of ``selected_clients`` (``serverpac.py:40-44``), but ``head_weights[idx]`` is given to
+  ``uploaded_ids[idx]`` and zipped with ``uploaded_heads`` (``serverpac.py:153-173``), both in the order of
+  ``random.sample(selected_clients, ...)`` (``serverpac.py:129-130``), a random permutation; and ``set_head``
+  (``clientpac.py:110-112``) overwrites a client's head in place while ``uploaded_heads`` holds that same module
+  (``serverpac.py:148``), so heads combined later in the loop read heads replaced earlier.
+* PFLlib evaluates at the start of a round, before training (``serverpac.py:46-49``), and prints the best round's
+  accuracy (``serverpac.py:74-77``); nets scores the final models.
 
 Needs a representation: :mod:`nets` only (see :class:`~synth.algorithms.fedproto.RepresentationBackend`).
 """
@@ -108,9 +130,11 @@ class FedPAC(Estimator):
     n_rounds : communication rounds.
     local_steps : steps of the feature-extractor stage per round (the code: E epochs, CLoVE: one epoch).
     step_size : local step size of the feature extractor.
-    head_steps : steps of the head stage (default: ``local_steps``, one epoch as in the code).
+    head_steps : steps of the head stage (default: ``local_steps``; PFLlib: one epoch, ``clientpac.py:37-51``).
     head_step_size : step size of the head stage (default: ``step_size``).
     proto_lambda : lambda, weight of the feature alignment term (code and PFLlib: 1.0).
+    prototype_mean : ``"counts"`` (the paper's and the authors' count-weighted global prototypes) or
+        ``"clients"`` (PFLlib's unweighted mean over the clients holding the class, ``serverpac.py:178-193``).
     participation, init, random_state, monitor, monitor_every : as in
         :class:`~synth.algorithms.perfedavg.PerFedAvg`; the monitor sees the shared model (feature extractor
         and the mean head) ``(1, P)``.
@@ -122,8 +146,8 @@ class FedPAC(Estimator):
     """
 
     _parameter_constraints = {
-        **shared("n_rounds", "local_steps", "proto_lambda", "participation", "random_state", "monitor",
-                 "monitor_every"),
+        **shared("n_rounds", "local_steps", "proto_lambda", "prototype_mean", "participation", "random_state",
+                 "monitor", "monitor_every"),
         "step_size": [POSITIVE],
         "head_steps": [None, Int(0, None)],
         "head_step_size": [None, POSITIVE],
@@ -132,14 +156,15 @@ class FedPAC(Estimator):
 
     def __init__(self, n_rounds: int = 100, local_steps: int = 10, step_size: float = 0.01,
                  head_steps: int | None = None, head_step_size: float | None = None, proto_lambda: float = 1.0,
-                 participation: float = 1.0, init=None, random_state=None, monitor: Monitor | None = None,
-                 monitor_every: int = 1):
+                 prototype_mean: str = "counts", participation: float = 1.0, init=None, random_state=None,
+                 monitor: Monitor | None = None, monitor_every: int = 1):
         self.n_rounds = n_rounds
         self.local_steps = local_steps
         self.step_size = step_size
         self.head_steps = head_steps
         self.head_step_size = head_step_size
         self.proto_lambda = proto_lambda
+        self.prototype_mean = prototype_mean
         self.participation = participation
         self.init = init
         self.random_state = random_state
@@ -170,7 +195,7 @@ class FedPAC(Estimator):
             new = view.aligned_update(models, sel, head_steps, head_lr, None, 0.0, "head", clients)
             new = view.aligned_update(new, np.arange(c), self.local_steps, lr, protos, lam, "body", clients)
             counts2, means2, _ = view.class_statistics(new, np.arange(c), clients)
-            protos = global_prototypes(counts2, means2)
+            protos = global_prototypes(counts2, means2, v["prototype_mean"])
             alpha = collaboration_weights(V, h)
             w = ns[sel] / ns[sel].sum()
             body = backend.combine(w[:, None], new)  # FedAvg of the feature extractors (the head part is unused)

@@ -22,7 +22,21 @@ local prototype and the global one.  Where this follows the paper rather than th
 is the count-weighted mean of the paper, while the authors' code and PFLlib average the clients' prototypes
 unweighted; and the local prototypes are the class means at the model after local training (the paper's
 definition), while the code averages features collected during the training epoch (``prototype_mean="clients"``
-gives the code's unweighted mean).
+gives the code's unweighted mean; ``local_prototypes="during"`` the features collected during training).
+
+Against PFLlib (PFLlib@d832e76 ``clientproto.py``, ``serverproto.py``), the code whose numbers CLoVE reports:
+
+* local prototypes: PFLlib averages the features of every sample its local steps train on, each at the model of
+  its step, before that step's update (``clientproto.py:32, 42, 54-56, 67``); ``local_prototypes="during"``
+  follows it, ``"after"`` (the default) takes the class means at the trained model (the paper's definition).
+* global prototypes: PFLlib's unweighted mean over the uploading clients (``serverproto.py:289-304``):
+  ``prototype_mean="clients"``.
+* test rule: the nearest global prototype by MSE (``clientproto.py:110-129``): ``scoring="prototype"``.
+  Before any global prototype exists PFLlib scores 0 (``clientproto.py:130-131``).
+* the regulariser is the same: ``MSELoss`` over the batch with the rows of classes without a global prototype
+  equal to the features (``clientproto.py:46-52``), i.e. zero for them but counted in the mean.
+* PFLlib evaluates at the start of a round, before training (``serverproto.py:213-216``), and prints the best
+  round's accuracy (``serverproto.py:236-239``); nets scores the final models.
 
 Inference (``scoring``): ``"classifier"`` uses the local classifier's output.  ``"prototype"`` classifies a test
 sample by its nearest global prototype, ``argmin_j ||f_i(x) - C_bar^(j)||^2``, as PFLlib's
@@ -65,8 +79,11 @@ class RepresentationBackend(Protocol):
         ``models[labels[i]]`` on its training data."""
 
     def aligned_update(self, models: Models, labels: np.ndarray, steps: int, lr, prototypes=None,
-                       lam: float = 0.0, train: str = "all", clients: np.ndarray | None = None) -> Models:
-        """Local steps on ``CE + lam * MSE(f(x), prototypes[y])``; ``train`` = all, head or body: ``(c, P)``."""
+                       lam: float = 0.0, train: str = "all", clients: np.ndarray | None = None,
+                       collect: dict | None = None) -> Models:
+        """Local steps on ``CE + lam * MSE(f(x), prototypes[y])``; ``train`` = all, head or body: ``(c, P)``.
+        ``collect`` (a dict) receives the ``counts`` and ``means`` per class of the features the steps trained on
+        (``local_prototypes="during"`` needs it)."""
 
 
 def require_representation(backend: ModelBackend, name: str) -> None:
@@ -121,6 +138,9 @@ class FedProto(Estimator):
         training.
     prototype_mean : ``"counts"`` (the paper's count-weighted global prototypes) or ``"clients"`` (the unweighted
         mean over clients of the authors' code and PFLlib).
+    local_prototypes : ``"after"``: a client's prototypes are its class means at its trained model (Sec. 3);
+        ``"during"``: the mean features of the samples its local steps trained on, each at its step's model
+        (PFLlib ``clientproto.py:54-56, 67``; needs a backend whose ``aligned_update`` takes ``collect``).
     scoring : ``"classifier"`` (each client's local classifier) or ``"prototype"`` (the nearest global prototype,
         PFLlib's test rule: the returned models carry it as their head; see the module docstring).
     participation, init, random_state, monitor, monitor_every : as in
@@ -135,23 +155,24 @@ class FedProto(Estimator):
     """
 
     _parameter_constraints = {
-        **shared("n_rounds", "local_steps", "proto_lambda", "participation", "random_state", "monitor",
-                 "monitor_every"),
+        **shared("n_rounds", "local_steps", "proto_lambda", "prototype_mean", "participation", "random_state",
+                 "monitor", "monitor_every"),
         "step_size": [POSITIVE],
-        "prototype_mean": [Options("counts", "clients")],
+        "local_prototypes": [Options("after", "during")],
         "scoring": [Options("classifier", "prototype")],
         "init": INIT,
     }
 
     def __init__(self, n_rounds: int = 100, local_steps: int = 10, step_size: float = 0.01,
-                 proto_lambda: float = 1.0, prototype_mean: str = "counts", scoring: str = "classifier",
-                 participation: float = 1.0, init=None, random_state=None, monitor: Monitor | None = None,
-                 monitor_every: int = 1):
+                 proto_lambda: float = 1.0, prototype_mean: str = "counts", local_prototypes: str = "after",
+                 scoring: str = "classifier", participation: float = 1.0, init=None, random_state=None,
+                 monitor: Monitor | None = None, monitor_every: int = 1):
         self.n_rounds = n_rounds
         self.local_steps = local_steps
         self.step_size = step_size
         self.proto_lambda = proto_lambda
         self.prototype_mean = prototype_mean
+        self.local_prototypes = local_prototypes
         self.scoring = scoring
         self.participation = participation
         self.init = init
@@ -173,9 +194,16 @@ class FedProto(Estimator):
             _, view = backend.at_round(t)
             clients = participants(rng, m, self.participation)
             sel = labels if clients is None else clients
-            new = view.aligned_update(models, sel, self.local_steps, lr, protos, lam, "all", clients)
-            models = scatter_rows(backend, models, clients, new)
-            counts, means, _ = view.class_statistics(models, sel, clients)
+            if v["local_prototypes"] == "during":  # PFLlib clientproto.py:54-56, 67
+                seen: dict = {}
+                new = view.aligned_update(models, sel, self.local_steps, lr, protos, lam, "all", clients,
+                                          collect=seen)
+                counts, means = seen["counts"], seen["means"]
+                models = scatter_rows(backend, models, clients, new)
+            else:
+                new = view.aligned_update(models, sel, self.local_steps, lr, protos, lam, "all", clients)
+                models = scatter_rows(backend, models, clients, new)
+                counts, means, _ = view.class_statistics(models, sel, clients)
             protos = global_prototypes(counts, means, v["prototype_mean"])
             if self.monitor is not None and (t % every == 0 or t == self.n_rounds - 1):
                 history.record(t, labels, **self.monitor(t, np.zeros((0, backend.n_params)), labels))

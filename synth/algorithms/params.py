@@ -226,6 +226,8 @@ SHARED: dict[str, list] = {
     "dist": [Options("l2", "cross")],
     # FedProto Sec. 4 and FedPAC Sec. 4: weight lambda of the prototype (feature alignment) regulariser
     "proto_lambda": [Real(0.0, None)],
+    # their global prototypes: the papers' count-weighted mean, or the unweighted mean over clients (PFLlib)
+    "prototype_mean": [Options("counts", "clients")],
     "random_state": [RandomState()],
     "monitor": [None, Function()],
     "monitor_every": [Int(1, None)],
