@@ -209,8 +209,10 @@ class ClusteredStrategy(Strategy):
 
     Parameters
     ----------
-    local_steps : local steps a client takes on a ``train`` message (sent as ``config["local-steps"]``).
-    lr : the clients' step size (``config["lr"]``).
+    local_steps : local steps a client takes on a ``train`` message (sent as ``config["local-steps"]``), unless
+        ``train_config`` (:meth:`start`) has a ``local-steps`` entry, which reaches the clients unchanged.
+    lr : the clients' step size (``config["lr"]``) and, with gradient averaging, the server's, unless
+        ``train_config`` has an ``lr`` entry: a default, as every hyper-parameter sent in ``config``.
     fraction_train : fraction of the connected nodes asked each round (at least one), drawn from ``seed``.
     fraction_evaluate : fraction of the assigned nodes asked to evaluate when an evaluation is due.
     evaluate_every : evaluate every this many rounds (and in the last); 0: no federated evaluation.
@@ -274,6 +276,7 @@ class ClusteredStrategy(Strategy):
         """
         self.num_rounds = self._check_rounds(num_rounds)
         self._timeout = check_real("timeout", timeout, low=0.0, low_inclusive=False)
+        _check_train_config(train_config)
         self.models = self._initial_models(initial_arrays)
         self._grid = _StoppableGrid(grid, self._stop)
         self.running = True
@@ -561,6 +564,21 @@ class ClusteredStrategy(Strategy):
         return out
 
 
+def _check_train_config(config: ConfigRecord | None) -> None:
+    """``train_config``'s ``lr`` (a finite number > 0) and ``local-steps`` (an integer >= 0), which override the
+    strategy's own, checked as the strategy checks its arguments."""
+    if config is None:
+        return
+    if not isinstance(config, ConfigRecord):
+        raise TypeError(f"train_config must be a ConfigRecord, got {type(config).__name__}")
+    if "lr" in config:
+        lr = check_real("train_config['lr']", config["lr"], low=0.0, low_inclusive=False)
+        if not np.isfinite(lr):
+            raise ValueError(f"train_config['lr'] must be a finite number > 0, got {config['lr']!r}")
+    if "local-steps" in config:
+        check_int("train_config['local-steps']", config["local-steps"], low=0)
+
+
 def _is_partition(value) -> bool:
     """A valid ``partition-id``: an integer >= 0 (an int, or a float of integer value)."""
     return (isinstance(value, (int, float)) and not isinstance(value, bool) and bool(np.isfinite(value))
@@ -613,6 +631,7 @@ class _AssignThenTrain(ClusteredStrategy):
         self.n_clusters = check_int("n_clusters", n_clusters, low=1)
         self.averaging = check_choice("averaging", averaging, AVERAGINGS)
         self._round: dict = {}
+        self._round_lr = self.lr
         self._server_round = 0
         self._client_choice = False
 
@@ -640,8 +659,11 @@ class _AssignThenTrain(ClusteredStrategy):
         self.models = self.layout.stack(records)
         k = len(records)
         nodes = self._sample(self._nodes(), self.fraction_train)
-        config = ConfigRecord({**config, "server-round": server_round, "local-steps": self.local_steps,
-                               "lr": self.lr})
+        # the strategy's local_steps and lr are defaults: a train_config entry overrides them (for the clients and,
+        # with gradient averaging, the server's step)
+        config = ConfigRecord({"local-steps": self.local_steps, "lr": self.lr, **config,
+                               "server-round": server_round})
+        self._round_lr = float(config["lr"])
         # gradient averaging: each client's gradient at its model (query.gradient); model averaging: its update
         kind = GRADIENT if self.averaging == "gradient" else TRAIN
         if self._client_choice:
@@ -712,7 +734,7 @@ class _AssignThenTrain(ClusteredStrategy):
             counts = np.array([float(ok[n][METRICS].get(NUM_EXAMPLES, 1)) for n in nodes])
             R = self._runs
             k = len(self.models) // R
-            lr = self.lr
+            lr = self._round_lr
             stacks = []
             for run in range(R):  # IFCA's restarts (a few runs; each run's clients and models are vectorised)
                 if R == 1:
@@ -977,8 +999,9 @@ class SRFCA(ClusteredStrategy):
         local model is missing are asked for it again (``train``)."""
         self._round_lost = set()
         start = self.layout.unflatten(self._start)
-        local_cfg = ConfigRecord({**config, "server-round": server_round, "local-steps": self.local_train_steps,
-                                  "lr": self.local_step_size})
+        # local_train_steps and local_step_size are defaults: train_config's local-steps and lr override them
+        local_cfg = ConfigRecord({"local-steps": self.local_train_steps, "lr": self.local_step_size, **config,
+                                  "server-round": server_round})
         if server_round == 1:
             self.members = self._nodes()
             self._pending = {"train": list(self.members), "gradient": []}
