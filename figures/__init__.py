@@ -1,4 +1,9 @@
-"""cflab.figures -- reproduction targets for the papers' figures and tables (run by ``paper_repro.py``)."""
+"""cflab.figures -- reproduction targets for the papers' figures and tables (run by ``paper_repro.py``).
+
+The engine lives at the package's root (registry, runs, trials) and imports no sub-package; the sub-packages are
+targets/, verdicts/, report/, campaign/ and plots/, with the import directions of docs/architecture.md (checked by
+tests/test_imports.py).  :func:`load_targets` imports every target module named in :data:`TARGET_MODULES`.
+"""
 
 import re
 

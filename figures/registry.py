@@ -83,6 +83,9 @@ class Context:
     # read the runs from the campaign's one-JSON-per-run folders under this directory instead of running them
     # (figures.campaign.planner): a run not stored there is a "missing" record, never computed
     stored: Path | None = None
+    # with ``stored``: reads a target's records instead of running its trials, called by run_points as
+    # reader(ctx, folder, spec, trial_fn) (figures.campaign.store.stored_records)
+    reader: Callable | None = None
     # with ``stored``: every run a target asks for is appended here (figures.campaign.planner.RunRequest)
     requests: list | None = None
     # other targets of this run may be filling the same result store at the same time (paper_repro.py runs quick

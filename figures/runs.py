@@ -25,15 +25,32 @@ from synth.intervals import mean_interval
 from synth.intervals import wilson as wilson_interval
 from synth.montecarlo import run_trials
 from synth.spec import ExperimentSpec, callable_name
-from synth.store import META_FILE, StoreError, read_meta, read_records, write_text_atomic
+from synth.store import META_FILE, RECORDS_FILE, StoreError, read_meta, read_records, write_text_atomic
 
 from .registry import Context
-from .report.progress import track_batch
 
-__all__ = ["Summary", "by_point", "paper_stores", "replot", "run_points", "run_spec", "stored_records",
-           "summarise_values", "success_summary"]
+__all__ = ["BatchObserver", "Summary", "by_point", "paper_stores", "replot", "run_points", "run_spec",
+           "set_batch_observer", "stored_records", "summarise_values", "success_summary"]
 
 PAPER_KIND = "paper-repro"
+
+# told of every batch of trials run_points starts: the record file its store gains one line in per finished trial
+# (whichever process ran it) and the trials asked for; the console progress of paper_repro.py is one
+BatchObserver = Callable[[Path, int], Any]
+_observer: BatchObserver | None = None
+
+
+def set_batch_observer(observer: BatchObserver | None) -> BatchObserver | None:
+    """Make ``observer`` the one told of every batch of trials (None: no one); returns the one it replaces."""
+    global _observer
+    previous, _observer = _observer, observer
+    return previous
+
+
+def _announce(store: Path, total: int) -> None:
+    observer = _observer
+    if observer is not None:
+        observer(store / RECORDS_FILE, total)
 
 
 def run_points(ctx: Context, folder: str, trial_fn: Callable[[dict, int], dict], points: Sequence[dict],
@@ -72,10 +89,8 @@ def run_spec(ctx: Context, spec: ExperimentSpec, trial_fn: Callable[[dict, int],
 def _run(ctx: Context, folder: str, trial_fn: Callable, spec: ExperimentSpec, points: list[dict],
          desc: str | None) -> list[dict[str, Any]]:
     trials, seed = spec.trials, spec.seed
-    if ctx.stored is not None:
-        from .campaign.store import stored_records as campaign_records
-
-        return campaign_records(ctx, folder, spec, trial_fn)
+    if ctx.reader is not None:
+        return ctx.reader(ctx, folder, spec, trial_fn)
     store = ctx.folder(folder) / f"store-{ctx.size}"
     if ctx.replot:
         return stored_records(store, spec)
@@ -85,8 +100,9 @@ def _run(ctx: Context, folder: str, trial_fn: Callable, spec: ExperimentSpec, po
             "context": {"device": ctx.device, "data_dir": None if ctx.data_dir is None else str(ctx.data_dir)}}
     try:
         # the points as given (the spec holds their JSON form, which is what the store compares and keeps); the
-        # running paper_repro.py target counts this batch's trials as the store gains them (figures.report.progress)
-        with _store_turn(ctx, store), track_batch(store, len(points) * trials):
+        # batch observer counts this batch's trials as the store gains them (set_batch_observer)
+        with _store_turn(ctx, store):
+            _announce(store, len(points) * trials)
             if ctx.wait_for_stores:  # another target may have filled it (and named itself) while this one waited
                 old = read_meta(store) if (store / META_FILE).exists() else None
                 meta["targets"] = sorted({*(old or {}).get("targets", []), *targets})
@@ -171,11 +187,10 @@ def _kind(meta: Any) -> str | None:
     return meta.get("kind") if isinstance(meta, dict) else None
 
 
-def replot(directory: str | Path) -> list[Path]:
+def replot(directory: str | Path, targets: dict) -> list[Path]:
     """Rebuild the figures, CSVs and report section of every target whose stores are at ``directory``, from the
-    stores alone (see :func:`paper_stores`); returns the sections written (``out/<target>/section-<size>.md``)."""
-    from . import load_targets
-
+    stores alone (see :func:`paper_stores`); returns the sections written (``out/<target>/section-<size>.md``).
+    ``targets``: the registered targets by name (:func:`figures.load_targets`)."""
     stores = paper_stores(directory)
     if not stores:
         raise StoreError(f"{str(directory)!r} holds no paper-target store (no store-<size>/{META_FILE} of "
@@ -185,7 +200,6 @@ def replot(directory: str | Path) -> list[Path]:
     if len(sizes) > 1:
         raise StoreError(f"{str(directory)!r} holds stores of several sizes ({', '.join(sizes)}); name one store "
                          "directory (.../store-<size>)")
-    targets = load_targets()
     names = list(dict.fromkeys(str(n) for m in metas for n in (m.get("targets") or [m.get("target")])))
     unknown = [n for n in names if n not in targets]
     if unknown:

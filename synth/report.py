@@ -608,13 +608,14 @@ def build_report(directory: str | Path, out: str | Path | None = None, confidenc
     """
     confidence = check_real("confidence", confidence, low=0.0, high=1.0, low_inclusive=False,
                             high_inclusive=False)
+    from figures import load_targets
     from figures.runs import paper_stores, replot
 
     if str(directory).strip() and Path(directory).is_dir() and paper_stores(directory):
         # a paper target's store: its own view (figures, CSVs, report section) re-plotted from the stores
         if out is not None:
             raise ValueError("--out does not apply to a paper target's store: its figures go to the target's folder")
-        return replot(directory)[-1]
+        return replot(directory, load_targets())[-1]
     sweep = load_sweep(directory)
     out = Path(out) if out is not None else Path(directory) / "report"
     out.mkdir(parents=True, exist_ok=True)

@@ -198,3 +198,70 @@ def test_the_command_line_does_not_import_heavy_libraries():
             "print(' '.join(m for m in ('sklearn', 'scipy.stats', 'scipy.optimize', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"imported at start-up: {out.stdout.strip()}"
+
+
+# The parts of figures (docs/architecture.md) and the parts each may import, imports inside functions included.
+# "root" is the package's __init__ (load_targets imports every target module by name); the engine is the modules
+# at the package's root.
+FIGURES_ENGINE = ("figures.registry", "figures.runs", "figures.trials")
+FIGURES_DATA = ("measured", "published")  # data folders; a script among the data stands alone
+FIGURES_ALLOWED: dict[str, set[str]] = {
+    "engine": set(),
+    "plots": set(),
+    "verdicts": {"engine"},
+    "targets": {"engine", "verdicts", "plots"},
+    "report": {"engine", "verdicts"},
+    "campaign": {"engine", "verdicts", "plots", "targets", "root"},
+    "root": {"engine", "verdicts", "plots", "targets", "report", "campaign"},
+}
+
+
+def figures_part(module: str) -> str | None:
+    """The part of figures a module belongs to (None outside figures and in its data folders); a module directly
+    under figures/ that is not the engine is a part of its own, which no rule names, so that importing it is refused
+    until it is placed."""
+    if module == "figures":
+        return "root"
+    if module in FIGURES_ENGINE:
+        return "engine"
+    parts = module.split(".")
+    if parts[0] != "figures" or parts[1] in FIGURES_DATA:
+        return None
+    return parts[1]
+
+
+def arrows_against_the_grain(graph: dict[str, set[str]],
+                             allowed: dict[str, set[str]] = FIGURES_ALLOWED) -> list[tuple[str, str]]:
+    """The imports between parts of figures that ``allowed`` does not list, as (importer, imported)."""
+    bad = []
+    for mod, deps in graph.items():
+        src = figures_part(mod)
+        if src is None:
+            continue
+        for dep in deps:
+            dst = figures_part(dep)
+            if dst is not None and dst != src and dst not in allowed.get(src, set()):
+                bad.append((mod, dep))
+    return sorted(bad)
+
+
+def test_the_direction_checker_refuses_an_arrow_against_the_grain():
+    graph = {"figures.runs": {"figures.registry", "figures.report.progress"},
+             "figures.targets.ifca_nets": {"figures.verdicts.rules", "figures.plots.style", "figures.campaign.planner"},
+             "figures.report.assemble": {"figures.verdicts.rules", "synth.store"},
+             "figures.plots.style": {"figures.newpart"},
+             "synth.report": {"figures.runs"}}
+    assert arrows_against_the_grain(graph) == [("figures.plots.style", "figures.newpart"),
+                                               ("figures.runs", "figures.report.progress"),
+                                               ("figures.targets.ifca_nets", "figures.campaign.planner")]
+    assert arrows_against_the_grain({"figures.campaign.measured": {"figures.targets.ifca_synthetic"}}) == []
+
+
+def test_every_figures_module_has_a_part_with_rules():
+    parts = {figures_part(m) for m in import_graph()} - {None}
+    assert parts == set(FIGURES_ALLOWED), f"parts of figures without rules: {sorted(parts - set(FIGURES_ALLOWED))}"
+
+
+def test_figures_imports_flow_one_way():
+    bad = arrows_against_the_grain(import_graph(deferred=True))
+    assert not bad, f"imports against the allowed directions (docs/architecture.md): {bad}"

@@ -81,7 +81,7 @@ def collect(root: Path = HERE, data_dir: str | None = None, names: Iterable[str]
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings(), figures_off():
         warnings.simplefilter("ignore")  # empty means of runs not stored yet
         ctx = Context(out=Path(out or tmp), size="full", n_jobs=1, device="cpu", data_dir=data_dir,
-                      stored=Path(root), requests=requests)
+                      stored=Path(root), reader=stored_records, requests=requests)
         for name in names:
             if targets[name].why_not(ctx):  # e.g. no data: its numbers have no runs (data not available)
                 continue

@@ -1,8 +1,9 @@
 """What ``paper_repro.py`` tells a person while it runs: each target's elapsed time, trials done and an ETA, and a
 closing summary of the verdicts per paper, the run's wall and CPU time and the report's paths.
 
-A target's trials go through :func:`figures.runs.run_points`, which announces each batch (its result store and the
-number of trials asked for) to the running target's :class:`StepProgress`; the trials done are the records the
+A target's trials go through :func:`figures.runs.run_points`, which announces each batch (its record file and the
+number of trials asked for) to the running target's :class:`StepProgress` (the engine's batch observer, see
+:func:`figures.runs.set_batch_observer`); the trials done are the records the
 store has gained since (``trials.jsonl`` gets one line per finished trial, whichever process ran it), so no worker
 has to report anything.  On a terminal the progress is a tqdm bar with an ETA; elsewhere (a log file, a pipe, CI)
 one plain line every ``interval`` seconds once the step has run that long.
@@ -17,12 +18,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-__all__ = ["INTERVAL", "StepProgress", "closing_summary", "cpu_seconds", "current", "duration", "track_batch"]
+from ..runs import set_batch_observer
+
+__all__ = ["INTERVAL", "StepProgress", "closing_summary", "cpu_seconds", "current", "duration"]
 
 INTERVAL = 30.0  # seconds between plain progress lines (and before the first): shorter steps print none
 TICK = 1.0  # seconds between looks at the stores (and redraws of a bar)
@@ -133,6 +135,10 @@ class StepProgress:
             self._batches.append(b)
         return b
 
+    def _observe(self, records: Path, total: int) -> None:
+        if _CURRENT is self:
+            self.add_batch(records, total)
+
     def counts(self) -> tuple[int, int]:
         """(trials done, trials asked for) over this target's batches so far."""
         with self._lock:
@@ -203,9 +209,10 @@ class StepProgress:
                 return
 
     def start(self) -> StepProgress:
-        """Become the running target (what :func:`track_batch` reports to) and start the reporting thread."""
+        """Become the running target (the engine's batch observer) and start the reporting thread."""
         global _CURRENT
         _CURRENT = self
+        set_batch_observer(self._observe)
         self._thread = threading.Thread(target=self._loop, name=f"progress-{self.name}", daemon=True)
         self._thread.start()
         return self
@@ -221,6 +228,7 @@ class StepProgress:
             self._bar = None
         if _CURRENT is self:
             _CURRENT = None
+            set_batch_observer(None)
         return self.clock() - self.started
 
     def __enter__(self) -> StepProgress:
@@ -233,17 +241,6 @@ class StepProgress:
 def current() -> StepProgress | None:
     """The target being run by ``paper_repro.py`` (None outside it)."""
     return _CURRENT
-
-
-@contextmanager
-def track_batch(store: Path, total: int):
-    """Announce a batch of ``total`` trials stored in ``store`` to the running target (nothing outside one)."""
-    from synth.store import RECORDS_FILE
-
-    step = _CURRENT
-    if step is not None:
-        step.add_batch(Path(store) / RECORDS_FILE, total)
-    yield
 
 
 def _size(path: Path | None) -> int:
