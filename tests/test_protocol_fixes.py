@@ -26,26 +26,39 @@ def test_srfca_lambda_is_tuned_on_validation_accuracy_not_test_accuracy():
     assert tune(groups, index, "c", [1.0, 2.0]) == 2.0
 
 
-def test_srfca_full_size_runs_hold_out_a_validation_split(tmp_path):
+def test_srfca_full_size_mnist_runs_the_public_codes_protocol(tmp_path):
+    """At full size the MNIST columns run every method as sr-fca@a1b418f trains it: the 784-200-10 network, Adam,
+    batches of 50, no validation split for any method (every method trains on the same 600 images), SR-FCA as its
+    public-code variant at the code's lambda in the toolkit's unit (x 50), Local-KMeans counted from separate
+    starts."""
     pytest.importorskip("torch")
-    from figures.targets.srfca_nets import VALIDATION, _lambdas, _sim_runs
-
-    seen = []
     import figures.targets.srfca_nets as sn
 
+    seen = []
     data = tmp_path / "data" / "mnist"  # the folder is found; its files are never read (run_nets is replaced)
     data.mkdir(parents=True)
     (data / "placeholder").write_text("x")
     orig = sn.run_nets
     try:
         sn.run_nets = lambda ctx, folder, pts, *a, **k: seen.extend(pts) or [[] for _ in pts]
-        _sim_runs(Context(tmp_path, size="full", data_dir=str(tmp_path / "data")))
+        _, index, _, _, best = sn._sim_runs(Context(tmp_path, size="full", data_dir=str(tmp_path / "data")))
     finally:
         sn.run_nets = orig
-    srfca = [p for p in seen if p["algo"] == "srfca"]
-    assert srfca and all(p["validation"] == VALIDATION for p in srfca)
-    assert len(_lambdas(Context(tmp_path, size="full"))) > 1
-    assert all("validation" not in p for p in seen if p["algo"] != "srfca")  # the baselines are not tuned
+    mnist = [p for p in seen if p["dataset"].startswith("mnist")]
+    assert len(mnist) == 2 * 7  # SR-FCA and six baselines per column
+    assert all(p["model"] == "mlp" and p["optimizer"] == "adam" and p["batch_size"] == 50 and p["n_per_client"] == 600
+               and p["clients"] == 100 and "validation" not in p for p in mnist)
+    srfca = {p["dataset"]: p for p in mnist if p["algo"] == "srfca"}
+    assert srfca["mnist-inverted"]["threshold"] == pytest.approx(0.77 * 50)
+    assert srfca["mnist-rotated"]["threshold"] == pytest.approx(0.02 * 50)
+    assert all(p["algo_params"]["variant"] == "public-code" and p["beta"] == 0.15 for p in srfca.values())
+    assert srfca["mnist-rotated"]["trmean_steps"] == 42 and srfca["mnist-inverted"]["trmean_steps"] == 56
+    assert best == {"MNIST (inverted)": pytest.approx(38.5), "MNIST (rotated)": pytest.approx(1.0)}
+    lk = mnist[index[("MNIST (rotated)", "Local-KMeans", None)]]
+    assert lk["algo"] == "local-kmeans" and lk["local_init"] == "separate"
+    assert mnist[index[("MNIST (rotated)", "Local-KMeans (shared start)", None)]]["local_init"] == "shared"
+    fedavg = mnist[index[("MNIST (rotated)", "Global", None)]]
+    assert fedavg["participation"] == 0.1 and fedavg["rounds"] == 50 and fedavg["local_steps"] == 5
 
 
 def test_a_validation_split_is_never_trained_on_and_is_scored():

@@ -124,7 +124,7 @@ def _paper_scale_folders() -> set[str]:
 
 def test_every_stored_paper_scale_folder_has_a_ledger():
     found = _paper_scale_folders()
-    assert {"srfca-simulated", "clove-amazon"} <= found  # the scan sees the stored cells
+    assert {"ifca-table1", "clove-amazon"} <= found  # the scan sees the stored cells
     assert not found & {"mnist_head_to_head", "medium_run"}  # not paper-scale cells
     missing = sorted(found - set(load_ledgers()))
     assert not missing, f"stored paper-scale folders without a protocol ledger in {HERE}: {', '.join(missing)}"
