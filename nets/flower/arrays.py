@@ -3,9 +3,11 @@
 A clustered strategy keeps ``k`` models of one architecture.  In Flower they travel as ``ArrayRecord``s of the
 model's ``state_dict`` (``ArrayRecord(model.state_dict())``, the arrays under their own names); the ``k`` models
 of a strategy travel together as one record whose keys carry the cluster, ``cluster{j}/{name}``
-(:func:`stack_clusters`, :func:`split_clusters`): the ``arrays`` of ``Strategy.start``, of the ``query.losses``
-message and of ``Result.arrays``.  On the server, the clustering steps of :mod:`synth.algorithms` work on flat
-float64 vectors: :class:`Layout` turns a record into one and back, keeping every array's name, shape and dtype.
+(:func:`stack_clusters`, :func:`split_clusters`): the ``arrays`` of ``Strategy.start`` and of the
+``query.losses`` message.  A strategy's result (``Result.arrays``, and what ``evaluate_fn`` receives) holds one
+``ArrayRecord`` per cluster in a ``RecordDict`` with the assignment (:func:`cluster_models`).  On the server, the
+clustering steps of :mod:`synth.algorithms` work on flat float64 vectors: :class:`Layout` turns a record into one
+and back, keeping every array's name, shape and dtype.
 """
 
 from __future__ import annotations
@@ -14,11 +16,44 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
-from flwr.app import Array, ArrayRecord
+from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
-__all__ = ["Layout", "cluster_key", "replicate", "split_clusters", "stack_clusters"]
+__all__ = ["ASSIGNMENT", "Layout", "PARTITIONS", "cluster_key", "cluster_models", "cluster_name", "cluster_state_dict",
+           "replicate", "split_clusters", "stack_clusters"]
 
 _KEY = re.compile(r"cluster(\d+)/(.+)", re.S)
+_NAME = re.compile(r"cluster-(\d+)")
+ASSIGNMENT = "assignment"  # the ConfigRecord of cluster_models: str(node id) -> its cluster (-1: none)
+PARTITIONS = "partitions"  # str(node id) -> partition-id, for the nodes that report one
+
+
+def cluster_name(j: int) -> str:
+    """The key of cluster ``j``'s ``ArrayRecord`` in :func:`cluster_models`: ``cluster-{j}``."""
+    return f"cluster-{int(j)}"
+
+
+def cluster_models(records: Sequence[ArrayRecord], assignment: dict[int, int] | None = None,
+                   partitions: dict[int, int] | None = None) -> RecordDict:
+    """The cluster models in Flower's records: a ``RecordDict`` holding one ``ArrayRecord`` (a ``state_dict``)
+    per cluster under ``cluster-0``, ``cluster-1``, ..., the ``ConfigRecord`` ``assignment`` (each node's cluster,
+    keys the node ids as strings, -1 for none) and ``partitions`` (each node's ``partition-id``, where known).
+
+    The form of the clustered strategies' ``Result.arrays`` and of what their ``evaluate_fn`` receives."""
+    out = RecordDict({cluster_name(j): record for j, record in enumerate(records)})
+    out[ASSIGNMENT] = ConfigRecord({str(int(n)): int(c) for n, c in sorted((assignment or {}).items())})
+    out[PARTITIONS] = ConfigRecord({str(int(n)): int(p) for n, p in sorted((partitions or {}).items())})
+    return out
+
+
+def cluster_state_dict(models, j: int) -> dict:
+    """Cluster ``j``'s model as a PyTorch ``state_dict`` (``model.load_state_dict(cluster_state_dict(result, j))``).
+
+    ``models``: a clustered strategy's ``Result``, its ``arrays`` (:func:`cluster_models`), or a stacked record
+    (:func:`stack_clusters`).  IndexError for a cluster that does not exist."""
+    records = split_clusters(getattr(models, "arrays", models))
+    if not 0 <= int(j) < len(records):
+        raise IndexError(f"cluster {j} does not exist: the models hold {len(records)} clusters (0..{len(records) - 1})")
+    return records[int(j)].to_torch_state_dict()
 
 
 def cluster_key(j: int, name: str) -> str:
@@ -35,12 +70,20 @@ def stack_clusters(records: Sequence[ArrayRecord]) -> ArrayRecord:
     return out
 
 
-def split_clusters(record: ArrayRecord) -> list[ArrayRecord]:
-    """The cluster models of a stacked record, in cluster order; a plain state_dict record is one model.
+def split_clusters(record: ArrayRecord | RecordDict) -> list[ArrayRecord]:
+    """The cluster models of a stacked record, in cluster order; a plain state_dict record is one model; the
+    ``cluster-{j}`` records of a :func:`cluster_models` ``RecordDict`` (a clustered strategy's ``Result.arrays``).
 
     ValueError when some keys carry a cluster and others do not, when the clusters are not ``0..k-1``, or when
     two clusters hold different arrays.
     """
+    if isinstance(record, RecordDict):
+        found = sorted((int(m.group(1)), key) for key in record.array_records
+                       if (m := _NAME.fullmatch(key)) is not None)
+        if [j for j, _ in found] != list(range(len(found))):
+            raise ValueError(f"the records hold clusters {[j for j, _ in found]}; cluster models must be numbered "
+                             f"0..{len(found) - 1}")
+        return [record[key] for _, key in found]
     groups: dict[int, ArrayRecord] = {}
     plain = []
     for key, array in record.items():

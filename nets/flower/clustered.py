@@ -53,6 +53,7 @@ clients' evaluate metrics, ``num-examples``-weighted, each client scoring its cl
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import weakref
@@ -85,11 +86,11 @@ from synth.backend import project_ball, trimmed_mean
 from synth.theta import pairwise_distances
 from synth.validation import check_choice, check_int, check_random_state, check_real
 
-from .arrays import Layout, replicate, split_clusters
+from .arrays import Layout, cluster_models, replicate, split_clusters
 from .session import pull_replies
 
-__all__ = ["ARRAYS", "CLoVE", "CONFIG", "ClusteredStrategy", "GRADIENT", "IFCA", "LOSSES", "METRICS", "RoundFailed",
-           "RunStopped", "SRFCA", "stop_running"]
+__all__ = ["ARRAYS", "CLoVE", "CONFIG", "ClusteredResult", "ClusteredStrategy", "GRADIENT", "IFCA", "LOSSES",
+           "METRICS", "RoundFailed", "RunStopped", "SRFCA", "stop_running"]
 
 # the client contract (docs/flower-contract.md): message types and the keys of their RecordDicts
 TRAIN = MessageType.TRAIN
@@ -114,6 +115,22 @@ def stop_running() -> int:
     for strategy in running:
         strategy.stop()
     return len(running)
+
+
+@dataclasses.dataclass
+class ClusteredResult(Result):
+    """Flower's ``Result`` of a clustered strategy: ``arrays`` is a ``RecordDict`` of the cluster models and the
+    assignment (:func:`~nets.flower.arrays.cluster_models`), not one model's ``ArrayRecord``."""
+
+    arrays: RecordDict = dataclasses.field(default_factory=RecordDict)
+
+    def __repr__(self) -> str:
+        models = split_clusters(self.arrays)
+        size = sum(len(a.data) for m in models for a in m.values()) / 1024**2
+        metrics = Result(ArrayRecord(), self.train_metrics_clientapp, self.evaluate_metrics_clientapp,
+                         self.evaluate_metrics_serverapp)
+        return (f"Cluster models:\n\t{len(models)} ArrayRecords ({size:.3f} MB)\n\n"
+                + repr(metrics).split("\n\n", 1)[1])
 
 
 class RoundFailed(RuntimeError):
@@ -266,13 +283,19 @@ class ClusteredStrategy(Strategy):
 
     def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int | None = None, timeout: float = 3600,
               train_config: ConfigRecord | None = None, evaluate_config: ConfigRecord | None = None,
-              evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None) -> Result:
+              evaluate_fn: Callable[[int, RecordDict], MetricRecord | None] | None = None) -> Result:
         """Run the algorithm with Flower's round loop (``Strategy.start``) from ``initial_arrays``.
 
         ``num_rounds``: IFCA's and CLoVE's T (default 3, Flower's); SR-FCA's is ``1 + n_refine * trmean_steps``
-        (another value is an error).  ``timeout``: seconds an exchange waits for its clients.  Returns Flower's
-        ``Result`` whose ``arrays`` are the final cluster models, stacked; :attr:`labels` is each node's
-        cluster.
+        (another value is an error).  ``timeout``: seconds an exchange waits for its clients.  ``train_config``:
+        sent with every ``train`` and ``query.gradient`` message; its ``lr`` and ``local-steps`` override the
+        strategy's.  Returns Flower's ``Result`` (:class:`ClusteredResult`) whose ``arrays`` are the final cluster
+        models in Flower's records (:func:`~nets.flower.arrays.cluster_models`: a ``RecordDict`` with one
+        ``ArrayRecord`` per cluster, ``cluster-0``, ``cluster-1``, ..., and the ``assignment`` of each node;
+        :func:`~nets.flower.arrays.cluster_state_dict` gives cluster j's ``state_dict``).  ``evaluate_fn(round,
+        models)`` receives the same form: before the first round the initial models, after each round that
+        round's cluster models (IFCA's restarts: the round's best run, in the last round the run kept) and the
+        assignment the clients' evaluation used.
         """
         self.num_rounds = self._check_rounds(num_rounds)
         self._timeout = check_real("timeout", timeout, low=0.0, low_inclusive=False)
@@ -283,14 +306,27 @@ class ClusteredStrategy(Strategy):
         _RUNNING.add(self)
         try:
             self._wait_for_nodes()
+            server_fn = None
+            if evaluate_fn is not None:
+                def server_fn(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
+                    return evaluate_fn(server_round, self._cluster_models(arrays))
             result = super().start(self._grid, self.layout.record(self.models), self.num_rounds, self._timeout,
-                                   train_config, evaluate_config, evaluate_fn)
+                                   train_config, evaluate_config, server_fn)
             self._finish()
         finally:
             self.running = False
             _RUNNING.discard(self)
-        result.arrays = self.layout.record(self.models)
-        return result
+        out = ClusteredResult(**{f.name: getattr(result, f.name) for f in dataclasses.fields(result)})
+        out.arrays = self._cluster_models(self.layout.record(self.models))
+        return out
+
+    def _cluster_models(self, arrays: ArrayRecord) -> RecordDict:
+        """The stacked model record of a round as :func:`~nets.flower.arrays.cluster_models`: the current run's
+        ``k`` models (IFCA's restarts: the round's best), each node's cluster and partition."""
+        records = split_clusters(arrays) if len(arrays) else []
+        k = len(records) // self._runs
+        b = self._best_run if self._runs > 1 else 0
+        return cluster_models(records[b * k:(b + 1) * k], self.labels, self.partitions)
 
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                            grid: Grid) -> list[Message]:
@@ -780,9 +816,10 @@ class IFCA(_AssignThenTrain):
     models, run by run (or one record, replicated); every message carries them all with ``config["runs"]``, each
     client picks and trains its lowest-loss model of every run and returns one model per run (stacked), and
     each run is averaged on its own.  A round's clusters and evaluation are those of the run of lowest total
-    loss that round; after the last round one more ``query.losses`` of every run's final models picks the run of
-    lowest total loss (:func:`synth.algorithms.ifca.IFCA`'s rule, without its divergence guard), whose ``k``
-    models are the result (:attr:`best_run`, :attr:`run_losses`).  Needs ``client_choice=True``.
+    loss that round; at the end of the last round one more ``query.losses`` of every run's final models picks the
+    run of lowest total loss (:func:`synth.algorithms.ifca.IFCA`'s rule, without its divergence guard), whose
+    ``k`` models the last evaluation and the result hold (:attr:`best_run`, :attr:`run_losses`).  Needs
+    ``client_choice=True``.
 
     ``client_choice=True`` (default): one message per client per round.  The ``train`` (or ``query.gradient``)
     message carries every cluster model and ``config["choose"] = "lowest-loss"``; the client computes the
@@ -829,11 +866,19 @@ class IFCA(_AssignThenTrain):
         scale = 1.0 / max(len(assign), 1) if self.averaging == "gradient" else 1.0
         return one_hot_runs(assign[:, None], self.n_clusters, scale)
 
-    def _finish(self) -> None:
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None,
+                                                                                     MetricRecord | None]:
+        """As :class:`_AssignThenTrain`; with restarts the last round ends with the run kept (:meth:`_keep_run`),
+        so that the last evaluation and ``evaluate_fn`` see the models of the result."""
+        arrays, metrics = super().aggregate_train(server_round, replies)
+        if self._runs > 1 and server_round == self.num_rounds:
+            self._keep_run()
+            arrays = self.layout.record(self.models)
+        return arrays, metrics
+
+    def _keep_run(self) -> None:
         """Restarts: the losses of every run's final models on every client; the run of lowest total loss is the
         result and its lowest-loss models the clients' clusters (a client that does not answer has none)."""
-        if self._runs == 1:
-            return
         R, k = self._runs, self.n_clusters
         got, L, _ = self._losses(self.num_rounds + 1, self._nodes(), self.layout.record(self.models), R * k)
         if got:

@@ -34,6 +34,6 @@ def main(grid: Grid, context: Context) -> None:
     last = result.evaluate_metrics_clientapp.get(max(result.evaluate_metrics_clientapp, default=0))
     if last is not None:
         log(INFO, "IFCA final test accuracy %.4f, loss %.4f", last["eval-acc"], last["eval-loss"])
-    models = split_clusters(result.arrays)  # one state_dict record per cluster
-    context.state["final-models"] = result.arrays  # e.g. torch.save(models[j].to_torch_state_dict(), ...)
+    models = split_clusters(result.arrays)  # result.arrays["cluster-0"], ...: one state_dict record per cluster
+    context.state["final-models"] = stack_clusters(models)  # e.g. torch.save(cluster_state_dict(result, j), ...)
     log(INFO, "IFCA done: %d cluster models of %d arrays each", len(models), len(models[0]) if models else 0)
