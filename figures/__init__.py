@@ -12,8 +12,8 @@ from .registry import SIZES, TARGETS, Context, Section, Target, register
 __all__ = ["SIZES", "TARGETS", "TARGET_MODULES", "Context", "Section", "Target", "register", "load_targets"]
 
 TARGET_MODULES = ("targets.ifca_synthetic", "targets.ifca_nets", "targets.srfca_nets", "targets.clove_synthetic",
-                  "targets.clove_nets", "targets.theory_figs", "targets.atlas", "targets.head_to_head", "targets.phase",
-                  "campaign.measured")
+                  "targets.clove_nets", "targets.clove_unsup", "targets.theory_figs", "targets.atlas",
+                  "targets.head_to_head", "targets.phase", "campaign.measured")
 _PAPER_ORDER = ("measured", "ifca", "srfca", "clove", "theory", "head", "phase")
 _KIND_ORDER = ("synthetic", "nets", "theory")
 
