@@ -54,6 +54,7 @@ clients' evaluate metrics, ``num-examples``-weighted, each client scoring its cl
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 import time
 import weakref
@@ -89,8 +90,8 @@ from synth.validation import check_choice, check_int, check_random_state, check_
 from .arrays import Layout, cluster_models, replicate, split_clusters
 from .session import pull_replies
 
-__all__ = ["ARRAYS", "CLoVE", "CONFIG", "ClusteredResult", "ClusteredStrategy", "GRADIENT", "IFCA", "LOSSES",
-           "METRICS", "RoundFailed", "RunStopped", "SRFCA", "stop_running"]
+__all__ = ["ARRAYS", "CLoVE", "CONFIG", "ClientContractError", "ClusteredResult", "ClusteredStrategy", "GRADIENT",
+           "IFCA", "LOSSES", "METRICS", "RoundFailed", "RunStopped", "SRFCA", "stop_running"]
 
 # the client contract (docs/flower-contract.md): message types and the keys of their RecordDicts
 TRAIN = MessageType.TRAIN
@@ -131,6 +132,16 @@ class ClusteredResult(Result):
                          self.evaluate_metrics_serverapp)
         return (f"Cluster models:\n\t{len(models)} ArrayRecords ({size:.3f} MB)\n\n"
                 + repr(metrics).split("\n\n", 1)[1])
+
+
+class ClientContractError(RuntimeError):
+    """No client answers a message of the client contract (``docs/flower-contract.md``): e.g. a ClientApp from a
+    Flower template that answers ``train`` and ``evaluate`` only."""
+
+
+# Flower's error reply for a message type the ClientApp has no function for; a stacked key in a load error
+_UNKNOWN_MESSAGE = re.compile(r"No \w+ function registered with name")
+_STACKED_KEY = re.compile(r"cluster\d+/")
 
 
 class RoundFailed(RuntimeError):
@@ -470,30 +481,50 @@ class ClusteredStrategy(Strategy):
                 for node, content in contents.items()]
 
     def _collect(self, server_round: int, message_type: str, replies: Iterable[Message],
-                 asked: list[int] | None = None, models: int | None = None) -> dict[int, RecordDict]:
+                 asked: list[int] | None = None, models: int | None = None,
+                 choose: bool = False) -> dict[int, RecordDict]:
         """The valid replies' contents by node; the nodes asked that failed, did not answer or sent a malformed or
-        non-finite reply (:meth:`_defect`; ``models``: the models or gradients its ``arrays`` must hold) are
-        lost."""
+        non-finite reply (:meth:`_defect`; ``models``: the models or gradients its ``arrays`` must hold;
+        ``choose``: the message asked ``choose="lowest-loss"``, whose reply holds ``losses``) are lost.
+
+        :class:`ClientContractError` when every node asked answered as a ClientApp that does not know the message:
+        Flower's error for a message type without a function, or (``choose``) a reply without ``losses`` or an
+        error that names a stacked key (the client loaded the cluster models as one model)."""
         asked = self._asked.get(message_type, []) if asked is None else asked
         wanted = set(asked)
         ok: dict[int, RecordDict] = {}
+        lost: dict[int, str] = {}
+        unknown: dict[int, str] = {}  # the replies of a ClientApp that does not know this message (the contract)
         for msg in replies:
             node = int(msg.metadata.src_node_id)
-            if node not in wanted:
+            if node not in wanted or node in ok or node in lost:
                 continue  # a late answer to an earlier exchange
             if msg.has_error():
-                self._lose(server_round, message_type, node, f"failed: {' '.join(str(msg.error.reason).split())}")
+                reason = " ".join(str(msg.error.reason).split())
+                lost[node] = f"failed: {reason}"
+                if _UNKNOWN_MESSAGE.search(reason) or (choose and _STACKED_KEY.search(reason)):
+                    unknown[node] = reason
                 continue
             why = self._defect(msg.content, models)
             if METRICS in msg.content.metric_records and _is_partition(msg.content[METRICS].get("partition-id")):
                 self.partitions[node] = int(msg.content[METRICS]["partition-id"])
+            if why is None and choose and "losses" not in msg.content[METRICS]:
+                why = unknown[node] = f"its reply has no losses (the config asked choose={CHOOSE_LOWEST!r})"
             if why is not None:
-                self._lose(server_round, message_type, node, why)
+                lost[node] = why
                 continue
             ok[node] = msg.content
+        if asked and len(unknown) == len(asked):
+            node = min(unknown)
+            what = f"{message_type} with choose={CHOOSE_LOWEST!r}" if choose else message_type
+            raise ClientContractError(
+                f"{type(self).__name__} round {server_round}: no client answers {what} (node {node}: "
+                f"{unknown[node]}); the ClientApp must answer the message types of docs/flower-contract.md "
+                "(train, evaluate, query.losses, query.gradient; nets.flower.torch_client.torch_client_app does)")
         for node in asked:
-            if node not in ok and not any(e[0] == server_round and e[1] == message_type and e[2] == node
-                                          for e in self.lost):
+            if node in lost:
+                self._lose(server_round, message_type, node, lost[node])
+            elif node not in ok:
                 self._lose(server_round, message_type, node, f"no answer within {self._timeout:g} s")
         return ok
 
@@ -758,7 +789,7 @@ class _AssignThenTrain(ClusteredStrategy):
         (:func:`~synth.algorithms.common.apply_round`).  A model none of whose clients answered stays as it was."""
         gradient = self.averaging == "gradient"
         kind = GRADIENT if gradient else TRAIN
-        ok = self._collect(server_round, kind, replies, models=self._runs)
+        ok = self._collect(server_round, kind, replies, models=self._runs, choose=bool(self._round.get("choice")))
         if self._round.get("choice"):
             self._client_choices(server_round, kind, ok)
             ok = {node: ok[node] for node in self._round["nodes"]}
