@@ -9,7 +9,8 @@ does what ``flwr run . --federation-config "num-supernodes=8"`` does for a local
 overrides in Flower's syntax -- without a background SuperLink: the run starts its own Ray instance and ends every
 process of it when it finishes or is interrupted (:mod:`nets.flower.session`).  Ctrl-C stops the clustered
 strategies running in the ServerApp (:func:`nets.flower.clustered.stop_running`) and exits with status 130
-(SIGTERM: 143) within seconds, leaving no Ray process.  Exit status 2 with one line for a bad argument or app.
+(SIGTERM: 143) within seconds, leaving no Ray process.  Exit status 2 with one line for a bad argument or app
+(a component module that does not exist or fails to import, more SuperNodes than the memory holds).
 :func:`run_app` is the same for apps built in Python.
 """
 
@@ -34,7 +35,7 @@ from .clustered import _RUNNING, stop_running
 from .server import STOP_SECONDS, check_actors, ray_config
 from .session import ray_session
 
-__all__ = ["load_app", "main", "run_app"]
+__all__ = ["SUPERNODE_BYTES", "check_supernodes", "load_app", "main", "run_app"]
 
 
 class _ClientWithConfig(ClientApp):
@@ -62,7 +63,7 @@ def run_app(server_app: ServerApp, client_app: ClientApp, num_supernodes: int, *
     """
     from flwr.simulation import run_simulation
 
-    num_supernodes = check_int("num_supernodes", num_supernodes, low=1)
+    num_supernodes = check_supernodes(num_supernodes)
     actors = check_actors(actors)
     config = dict(run_config or {})
     seen: dict[str, Context] = {}
@@ -99,6 +100,20 @@ def run_app(server_app: ServerApp, client_app: ClientApp, num_supernodes: int, *
     return seen["context"]
 
 
+SUPERNODE_BYTES = 32 * 2**10  # Flower's state of one simulated SuperNode (its node record, Context, partition)
+
+
+def check_supernodes(num_supernodes: int, what: str = "num_supernodes") -> int:
+    """``num_supernodes`` as an int >= 1 whose SuperNodes' state (about :data:`SUPERNODE_BYTES` each) fits in the
+    memory budget (:func:`synth.cost.memory_budget`); ResourceError, a ValueError, before anything is allocated."""
+    from synth.cost import check_memory, format_bytes
+
+    num_supernodes = check_int(what, num_supernodes, low=1)
+    check_memory(float(num_supernodes) * SUPERNODE_BYTES, f"a simulation of {num_supernodes} SuperNodes (about "
+                 f"{format_bytes(SUPERNODE_BYTES)} of Flower's state each)", hint=f"fewer {what.replace('_', '-')}")
+    return num_supernodes
+
+
 def load_app(app_dir: str | Path) -> tuple[ServerApp, ClientApp, dict[str, Any]]:
     """The ServerApp, ClientApp and run config of a Flower app directory (its ``pyproject.toml``)."""
     root = Path(app_dir).resolve()
@@ -116,7 +131,14 @@ def load_app(app_dir: str | Path) -> tuple[ServerApp, ClientApp, dict[str, Any]]
 
     def load(ref: str, kind: type):
         module, _, attr = ref.partition(":")
-        obj = getattr(importlib.import_module(module), attr, None)
+        try:
+            found = importlib.import_module(module)
+        except ImportError as exc:  # the app's module, or a module it imports, is missing
+            missing = getattr(exc, "name", None)
+            what = (f"module {module!r} does not exist in {str(root)!r}" if missing and module.startswith(missing)
+                    else f"importing module {module!r} failed: {exc}")
+            raise ValueError(f"{ref!r} in {toml}: {what}") from None
+        obj = getattr(found, attr, None)
         if not isinstance(obj, kind):
             raise ValueError(f"{ref!r} in {toml} is not a {kind.__name__}")
         return obj
@@ -138,6 +160,7 @@ def _main(argv: list[str]) -> int:
     parser.add_argument("--actors", type=int, default=1, help="ClientApps computing at a time (<= cores)")
     parser.add_argument("--verbose", action="store_true", help="Flower's and Ray's debug logs")
     args = parser.parse_args(argv)
+    check_supernodes(args.num_supernodes, "--num-supernodes")
     server_app, client_app, config = load_app(args.app_dir)
     if args.run_config:
         try:
