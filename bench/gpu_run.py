@@ -67,7 +67,7 @@ def _settings() -> dict:
 def _env(device: str, settings: dict) -> dict:
     import torch
 
-    from figures.campaign.planner import commit, device_name
+    from figures.campaign.provenance import commit, device_name
 
     env = {"device": device_name(device), "torch": torch.__version__, "cuda": torch.version.cuda,
            "python": sys.version.split()[0], "commit": commit(), "settings": settings,

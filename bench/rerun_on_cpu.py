@@ -29,7 +29,7 @@ def rerun(path: Path, data_dir: str | None, dtype: str | None = None) -> dict:
     """Rerun one stored run on the CPU; the stored and the rerun values of :data:`FIELDS`."""
     import torch
 
-    from figures.campaign.planner import device_name
+    from figures.campaign.provenance import device_name
     from figures.campaign.store import run_point
     from figures.trials import resolve_trial
     from synth.store import check_digest

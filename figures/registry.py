@@ -86,7 +86,7 @@ class Context:
     # with ``stored``: reads a target's records instead of running its trials, called by run_points as
     # reader(ctx, folder, spec, trial_fn) (figures.campaign.store.stored_records)
     reader: Callable | None = None
-    # with ``stored``: every run a target asks for is appended here (figures.campaign.planner.RunRequest)
+    # with ``stored``: every run a target asks for is appended here (figures.campaign.store.RunRequest)
     requests: list | None = None
     # other targets of this run may be filling the same result store at the same time (paper_repro.py runs quick
     # targets side by side): wait for a store in use, then read its runs, instead of refusing it

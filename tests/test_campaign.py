@@ -10,7 +10,9 @@ import pytest
 
 pytest.importorskip("torch")
 
+from figures.campaign import costs as campaign_costs  # noqa: E402
 from figures.campaign import planner as campaign  # noqa: E402
+from figures.campaign import store as campaign_store  # noqa: E402
 from figures.registry import Context  # noqa: E402
 from figures.runs import run_points  # noqa: E402
 from figures.trials import nets_trial  # noqa: E402
@@ -31,7 +33,7 @@ def fake_data(tmp_path):
 
 def _timed_36s(req):
     """A current timing entry of ``req``: 36 s a round, no setup (100 rounds: 1 CPU-hour a run)."""
-    first = campaign._first_round(req)
+    first = campaign_costs._first_round(req)
     return {"seconds_per_round": 36.0, "setup_seconds": 0.0, "per_round_from": "test",
             "timed_rounds": [first, first + 1]}
 
@@ -114,14 +116,14 @@ def test_timing_leaves_a_cell_whose_timed_part_is_over_the_budget(tmp_path, fake
     root = tmp_path / "store"
     root.mkdir()
     ifca = {campaign._timing_key(r): _timed_36s(r) for r in cell.requests if r.point["algo"] == "ifca"}
-    (root / campaign.TIMINGS).write_text(json.dumps(ifca))
+    (root / campaign_costs.TIMINGS).write_text(json.dumps(ifca))
     timed = []
 
     def fake_time(point, seed, rounds, data_dir):
         timed.append(point["algo"])
         raise RuntimeError("not run in the test")
 
-    monkeypatch.setattr(campaign, "_time_point", fake_time)
+    monkeypatch.setattr(campaign_costs, "_time_point", fake_time)
     lines = []
     campaign.measure([cell], root, fake_data, log=lines.append, budget_hours=2.0)
     assert timed == [] and "needs a GPU" in lines[0]  # IFCA's 3 seeds alone: 3 CPU-hours
@@ -145,7 +147,7 @@ def test_one_off_work_in_the_first_rounds_is_timed_as_setup(tmp_path, fake_data,
         ends = {k: 5.0 + 10.0 * (k + 1) + (one_off if k >= 1 else 0.0) for k in range(rounds)}
         return 5.0 + 10.0 * rounds + one_off, {"data": 0.0, "local training": 10.0 * rounds, "round_ends": ends}
 
-    monkeypatch.setattr(campaign, "_time_point", fake_time)
+    monkeypatch.setattr(campaign_costs, "_time_point", fake_time)
     timings = campaign.measure([cell], root, fake_data, log=lambda _: None)
     assert ("fedala", 2) in calls and ("fedala", 3) in calls and ("fedala", 1) not in calls
     assert ("global", 1) in calls and ("global", 2) in calls
@@ -162,7 +164,7 @@ def test_one_off_work_in_the_first_rounds_is_timed_as_setup(tmp_path, fake_data,
     stale = {k: v for k, v in timings[key].items() if k != "timed_rounds"}
     stale_timings = dict(timings, **{key: dict(stale, seconds_per_round=1e6)})
     assert campaign.run_seconds(fedala, stale_timings) is None  # prices nothing: the point counts as untimed
-    (root / campaign.TIMINGS).write_text(json.dumps(stale_timings))
+    (root / campaign_costs.TIMINGS).write_text(json.dumps(stale_timings))
     calls.clear()
     campaign.measure([cell], root, fake_data, log=lambda _: None, budget_hours=40.0)
     assert calls == [("fedala", 2), ("fedala", 3)]
@@ -253,10 +255,10 @@ def test_a_stored_file_of_another_run_is_refused(tmp_path):
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"folder": "f", "seed": 5, "point": other.point, "result": {}}))
     with pytest.raises(StoreError, match="holds another run"):
-        campaign.load_run(path, req)
+        campaign_store.load_run(path, req)
     path.write_text("{not json")
     with pytest.raises(StoreError, match="not a readable campaign run"):
-        campaign.load_run(path, req)
+        campaign_store.load_run(path, req)
 
 
 def test_paper_scale_rows_test_stored_runs_against_the_papers_numbers(tmp_path, fake_data):

@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("torch")
 distributed = pytest.importorskip("distributed")
 
+from figures.campaign import costs as campaign_costs  # noqa: E402
 from figures.campaign import dask_runner as campaign_dask  # noqa: E402
 from figures.campaign import planner as campaign  # noqa: E402
 from figures.campaign.store import RunRequest, load_run  # noqa: E402
@@ -242,7 +243,7 @@ def test_gpu_timings_are_stored_with_their_device_and_price_runs(tmp_path):
     untimed_gpu = _request("f", 2, 0, rounds=100, clients=5)
     cpu_entry = {"cell": "f:digits:5", "algo": "global", "seconds_per_round": 2.0, "setup_seconds": 0.0,
                  "per_round_from": "test", "timed_rounds": [1, 2]}
-    (root / campaign.TIMINGS).write_text(json.dumps({campaign._timing_key(untimed_gpu): cpu_entry}))
+    (root / campaign_costs.TIMINGS).write_text(json.dumps({campaign._timing_key(untimed_gpu): cpu_entry}))
     h100 = "cuda: NVIDIA H100 80GB HBM3 (torch 2.11.0+cu130, CUDA 13.0)"
     _stored(a, root, h100, wall=10.0, cpu=10.0)
     _stored(b, root, h100, wall=20.0, cpu=20.0)
@@ -283,7 +284,7 @@ def test_the_device_plan_prices_each_run_on_its_workers(tmp_path):
     timings: dict = {}
     gpu_cell = cell_plan("clove-feature-skew", 20, 2, "needs a GPU", 10.0)  # 100 CPU s a run: 0.5 GPU s
     cpu_cell = cell_plan("clove-amazon", 8, 3, "queued", 360.0)  # 3600 CPU s a run
-    (root / campaign.TIMINGS).write_text(json.dumps(timings))
+    (root / campaign_costs.TIMINGS).write_text(json.dumps(timings))
     text = campaign_dask.device_plan([gpu_cell, cpu_cell], timings, cpus=2, gpus=1, root=root)
     assert "**200**" in text and "1 point(s)" in text  # 400 CPU s / 2 GPU s, measured on the probe's point
     # two CPU workers take two 1-hour runs; the GPU its two 0.5 s runs, then the third hour's run at 18 s

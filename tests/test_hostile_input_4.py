@@ -216,28 +216,31 @@ def _timing_entry(**change) -> dict:
 ], ids=["negative", "nan", "inf-setup", "implausible", "string", "bool", "no-setup", "zero-run", "round-0",
         "rounds-apart", "negative-split", "error-not-text"])
 def test_a_forged_timing_entry_is_refused_naming_it(tmp_path, change, fragment):
+    from figures.campaign import costs as campaign_costs
     from figures.campaign import planner as campaign
 
     good = _timing_entry()
-    (tmp_path / campaign.TIMINGS).write_text(json.dumps({"0123456789abcdef": good,
+    (tmp_path / campaign_costs.TIMINGS).write_text(json.dumps({"0123456789abcdef": good,
                                                          "fedcba9876543210": _timing_entry(**change)}))
     with pytest.raises(ValueError) as err:
         campaign.read_timings(tmp_path)
     text = str(err.value)
-    assert str(tmp_path / campaign.TIMINGS) in text and "entry 'fedcba9876543210'" in text and fragment in text, text
-    (tmp_path / campaign.TIMINGS).write_text(json.dumps({"0123456789abcdef": good, "not-a-key": good}))
+    assert str(tmp_path / campaign_costs.TIMINGS) in text and "entry 'fedcba9876543210'" in text, text
+    assert fragment in text, text
+    (tmp_path / campaign_costs.TIMINGS).write_text(json.dumps({"0123456789abcdef": good, "not-a-key": good}))
     with pytest.raises(ValueError, match="entry 'not-a-key': not a timing key"):
         campaign.read_timings(tmp_path)
-    (tmp_path / campaign.TIMINGS).write_text("{\"0123456789abcdef\": {")
+    (tmp_path / campaign_costs.TIMINGS).write_text("{\"0123456789abcdef\": {")
     with pytest.raises(ValueError, match="not a readable timings file"):
         campaign.read_timings(tmp_path)
 
 
 def test_the_committed_timings_pass_and_a_failed_entry_is_a_timing():
+    from figures.campaign import costs as campaign_costs
     from figures.campaign import planner as campaign
 
     assert campaign.read_timings(campaign.HERE)
-    campaign.check_timings({"0123456789abcdef": {"cell": "c", "algo": "a", "error": "MemoryError: too big",
+    campaign_costs.check_timings({"0123456789abcdef": {"cell": "c", "algo": "a", "error": "MemoryError: too big",
                                                  "per_round_from": "failed"}})
 
 
@@ -245,11 +248,12 @@ def test_the_committed_timings_pass_and_a_failed_entry_is_a_timing():
 def test_paper_repro_refuses_forged_timings_before_any_work(tmp_path, monkeypatch, command, capsys):
     pytest.importorskip("torch")
     import paper_repro
+    from figures.campaign import costs as campaign_costs
     from figures.campaign import planner as campaign
 
     forged = tmp_path / "campaign_timings.json"
     forged.write_text(json.dumps({"0123456789abcdef": _timing_entry(seconds_per_round=-1e6)}))
-    monkeypatch.setattr(campaign, "TIMINGS", str(forged))  # an absolute name: Path(root) / TIMINGS is the file
+    monkeypatch.setattr(campaign_costs, "TIMINGS", str(forged))  # an absolute name: Path(root) / TIMINGS is the file
 
     def no_work(*args, **kwargs):
         raise AssertionError("work started")
@@ -334,6 +338,7 @@ def fake_data(tmp_path):
 
 def test_stored_runs_are_not_timed_again_whatever_rule_their_timing_followed(tmp_path, fake_data, monkeypatch):
     pytest.importorskip("torch")
+    from figures.campaign import costs as campaign_costs
     from figures.campaign import planner as campaign
 
     root = tmp_path / "store"
@@ -343,9 +348,9 @@ def test_stored_runs_are_not_timed_again_whatever_rule_their_timing_followed(tmp
     stale = {campaign._timing_key(r): {"seconds_per_round": 36.0, "setup_seconds": 0.0, "per_round_from": "old",
                                        "timed_rounds": [5, 6]} for r in cell.requests}
     root.mkdir()
-    (root / campaign.TIMINGS).write_text(json.dumps(stale))
+    (root / campaign_costs.TIMINGS).write_text(json.dumps(stale))
     timed = []
-    monkeypatch.setattr(campaign, "_time_point", lambda point, seed, rounds, data_dir: timed.append(point["algo"])
+    monkeypatch.setattr(campaign_costs, "_time_point", lambda point, seed, rounds, data_dir: timed.append(point["algo"])
                         or (1.0, {"data": 0.0, "round_ends": {}}))
 
     def store(r, cpu=60.0):
@@ -361,7 +366,7 @@ def test_stored_runs_are_not_timed_again_whatever_rule_their_timing_followed(tmp
     assert sorted(set(timed)) == ["global", "local"]
     # every run stored (the GPU's runs too): nothing is timed
     timed.clear()
-    (root / campaign.TIMINGS).write_text(json.dumps(stale))
+    (root / campaign_costs.TIMINGS).write_text(json.dumps(stale))
     for r in cell.requests:
         store(r)
     campaign.measure([cell], root, fake_data, log=lambda _: None)

@@ -10,7 +10,7 @@ them.  Without ``--scheduler`` a local cluster of ``--cpus`` CPU workers and ``-
   that need a GPU (manifest status ``needs a GPU``) by published numbers per GPU-minute, the minimal tests first, then
   the paper's remaining seeds; a GPU worker with no GPU run left takes the CPU queue's next run.  CPU workers take the
   CPU queue: the loky runner's queue (:func:`figures.campaign.planner.queue`, within the CPU budget), the big runs
-  (:data:`figures.campaign.planner.BIG_CLIENTS`) last and alone, as there; a stale cell's runs stay for a GPU while one
+  (:data:`figures.campaign.costs.BIG_CLIENTS`) last and alone, as there; a stale cell's runs stay for a GPU while one
   is connected.  Where only GPU workers are connected they take every run.
 * Storing (:func:`run_queue`): a worker computes its run with the campaign's own code and writer
   (:func:`figures.campaign.planner._execute`, the JSON with its digest) into a scratch folder of its own and returns the
@@ -48,6 +48,7 @@ from typing import Any
 
 from synth.store import StoreError, write_json_atomic, write_text_atomic
 
+from . import costs
 from . import planner as campaign
 from .store import RunRequest, load_run
 
@@ -62,7 +63,7 @@ _GPU_TIMING = "stored GPU runs: wall seconds / rounds, setup included"
 
 def gpu_timing_key(req: RunRequest) -> str:
     """The ``campaign_timings.json`` key of ``req``'s setting on a GPU: 16 hex digits, like a CPU timing's
-    (:func:`figures.campaign.planner._timing_key`), of that key and the device kind."""
+    (:func:`figures.campaign.costs._timing_key`), of that key and the device kind."""
     text = json.dumps({"timing": campaign._timing_key(req), "device": "cuda"}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -83,7 +84,7 @@ def record_gpu_timings(root: Path = campaign.HERE) -> int:
     """Store in ``root/campaign_timings.json`` one GPU timing entry per setting (:func:`gpu_timing_key`) of the
     stored GPU runs: the mean of wall seconds / rounds (setup included), the device, the runs it comes from.  CPU
     entries are kept as they are (the file is re-read just before it is written, as
-    :func:`figures.campaign.planner.measure` does).  Returns the number of GPU entries; the file is rewritten only when
+    :func:`figures.campaign.costs.measure` does).  Returns the number of GPU entries; the file is rewritten only when
     they change."""
     groups: dict[str, list[dict]] = {}
     for data in _gpu_runs(Path(root)):
@@ -102,7 +103,7 @@ def record_gpu_timings(root: Path = campaign.HERE) -> int:
     old = {k: v for k, v in timings.items() if str(v.get("device", "")).startswith("cuda")}
     if old != entries:
         cpu_only = {k: v for k, v in timings.items() if not str(v.get("device", "")).startswith("cuda")}
-        write_json_atomic(Path(root) / campaign.TIMINGS, {**cpu_only, **entries})
+        write_json_atomic(Path(root) / costs.TIMINGS, {**cpu_only, **entries})
     return len(entries)
 
 
@@ -120,7 +121,7 @@ class Speedup:
 
 def speedup(root: Path, timings: dict, measured: dict[str, list[float]] | None = None) -> Speedup | None:
     """The CPU-to-GPU speed-up of the campaign's runs: over every point with a stored GPU run and a CPU price (its
-    stored CPU runs, else its timed rounds: :func:`figures.campaign.planner.run_seconds`), the sum of the CPU prices
+    stored CPU runs, else its timed rounds: :func:`figures.campaign.costs.run_seconds`), the sum of the CPU prices
     over the sum of the points' mean GPU wall seconds; None where no point has both."""
     measured = campaign.stored_seconds(root) if measured is None else measured
     by_point: dict[str, list[dict]] = {}
@@ -379,9 +380,9 @@ def device_plan(plans: list[campaign.CellPlan], timings: dict, cpus: int, gpus: 
     lines = [f"## The table on {cpus} CPU worker(s) and {gpus} GPU worker(s) (`--backend dask`)", "",
              f"CPU prices: CPU seconds of one run on one core as measured by the campaign "
              f"({'; '.join(prices.cpu_devices) or 'no stored CPU run'}): the point's stored CPU runs, else the timed "
-             f"rounds of `{campaign.TIMINGS}`; a protocol-changed cell's point not priced so, its stale runs'.",
+             f"rounds of `{costs.TIMINGS}`; a protocol-changed cell's point not priced so, its stale runs'.",
              f"GPU prices: wall seconds of the point's stored GPU runs, else the GPU timing of its setting in "
-             f"`{campaign.TIMINGS}` ({len(prices.gpu_timings)} entries with their device, from the stored runs on "
+             f"`{costs.TIMINGS}` ({len(prices.gpu_timings)} entries with their device, from the stored runs on "
              f"{', '.join(gpu_names) or 'no GPU'}), else its stale GPU runs (protocol-changed cells), else the CPU "
              "price / "
              + (f"**{s.factor:.0f}**, the CPU-to-GPU speed-up measured on the {s.points} point(s) that have both a "

@@ -144,7 +144,7 @@ def match(rec: dict, args: dict) -> list[dict]:
 def load_runs(folder: Path = HERE) -> list[dict[str, Any]]:
     """Every ``*.json`` of ``folder`` with its command (README), seed and matched cells (the campaign's timings
     file is not a run; the campaign's runs are in subfolders, see :func:`campaign_rows`)."""
-    from .planner import TIMINGS
+    from .costs import TIMINGS
 
     commands = readme_commands(folder)
     runs = []
@@ -306,7 +306,8 @@ def campaign_rows(folder: Path = HERE, data_dir: str | None = None) -> tuple[lis
     from ..verdicts.protocol import ledger_for
     from ..verdicts.published import PAPER_SEEDS
     from ..verdicts.rules import SUSPECT, judge_numbers
-    from .planner import cells, collect, minimal_seeds
+    from .cells import cells, minimal_seeds
+    from .planner import collect
     from .store import stale_run
 
     requests, by_target = collect(folder, data_dir, names=_targets_with_runs(folder))

@@ -20,6 +20,7 @@ from synth.store import StoreError, check_digest, with_digest, write_json_atomic
 __all__ = ["RunRequest", "load_run", "run_point", "seal_run", "stale_run", "stored_records"]
 
 # keys of a point that do not change what a run computes (where it runs, where its files are)
+HERE = Path(__file__).parent.parent / "measured"  # the store: figures/measured/<folder>/<run>.json
 _PLACE_KEYS = ("checkpoint_dir", "data_dir", "device")
 
 
