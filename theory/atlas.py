@@ -177,14 +177,6 @@ def _key(cell: dict, seed: int) -> str:
     return json.dumps([cell["result"], cell["params"], cell["trials"], seed], sort_keys=True)
 
 
-def _num(v) -> float:
-    if v is None:
-        return math.nan
-    if isinstance(v, str):
-        return {"inf": math.inf, "-inf": -math.inf}.get(v, math.nan)
-    return float(v)
-
-
 def _ratio(a: float, b: float) -> float:
     """``a / b`` for nonnegative quantities, with ``x/0 = inf`` and NaN for anything undefined."""
     if not (math.isfinite(a) or math.isinf(a)) or not (math.isfinite(b) or math.isinf(b)):
@@ -199,6 +191,7 @@ def _ratio(a: float, b: float) -> float:
 def evaluate_cell(cell: dict, seed: int) -> dict[str, Any]:
     """One cell: :meth:`Result.check` (exact law if there is one, else Monte Carlo) reduced to the atlas record."""
     from theory.results import get_result
+    from theory.results.base import json_float
 
     res = get_result(result_of(cell["result"]))
     out = {k: cell[k] for k in ("result", "x_param", "y_param", "x", "y", "ix", "iy")}
@@ -214,8 +207,8 @@ def evaluate_cell(cell: dict, seed: int) -> dict[str, Any]:
     except (ValueError, ArithmeticError) as exc:  # a grid point outside the result's domain (e.g. d < K)
         return {**out, "status": "invalid", "reason": f"{type(exc).__name__}: {exc}"}
     bound = float(chk.bound)
-    exact = _num(chk.exact)
-    emp, lo, hi = _num(chk.empirical), _num(chk.ci_low), _num(chk.ci_high)
+    exact = json_float(chk.exact)
+    emp, lo, hi = json_float(chk.empirical), json_float(chk.ci_low), json_float(chk.ci_high)
     source = "exact" if math.isfinite(exact) else ("monte carlo" if math.isfinite(emp) or math.isinf(emp) else "none")
     value = exact if source == "exact" else emp
     if source == "exact":
@@ -229,14 +222,14 @@ def evaluate_cell(cell: dict, seed: int) -> dict[str, Any]:
     lower_only = source == "monte carlo" and math.isinf(slack) and math.isfinite(s_lo)
     shown = s_lo if lower_only else slack
     return {**out, "status": "ok", "kind": chk.kind, "direction": chk.direction, "bound": bound, "exact": exact,
-            "empirical": emp, "ci_low": _num(chk.ci_low), "ci_high": _num(chk.ci_high), "value": value,
+            "empirical": emp, "ci_low": json_float(chk.ci_low), "ci_high": json_float(chk.ci_high), "value": value,
             "value_low": lo, "value_high": hi, "source": source, "trials": chk.trials if source != "exact" else 0,
             "assumptions_met": not failed, "assumptions_failed": failed, "vacuous": vacuous,
             "comparison": chk.comparison, "verdict": chk.verdict,
             "violated": (not failed) and chk.comparison == "violated",
             "inconclusive": (not failed) and chk.comparison == "inconclusive",
             "slack": slack, "slack_low": s_lo, "slack_high": s_hi, "slack_shown": shown, "lower_only": lower_only,
-            "fitted_name": chk.fitted_name, "fitted_constant": _num(chk.fitted_constant),
+            "fitted_name": chk.fitted_name, "fitted_constant": json_float(chk.fitted_constant),
             "fitted_rule": chk.fitted_rule, "seconds": time.perf_counter() - start,
             "cpu_seconds": time.process_time() - cpu, "warnings": len(caught)}
 

@@ -139,14 +139,6 @@ SWEEPS: dict[str, tuple] = {
 PAPERS = {"ifca": "IFCA journal", "srfca": "SR-FCA", "clove": "CLoVE"}
 
 
-def _num(v) -> float:
-    if v is None:
-        return math.nan
-    if isinstance(v, str):
-        return {"inf": math.inf, "-inf": -math.inf}.get(v, math.nan)
-    return float(v)
-
-
 def _with_margin(name: str, margin: dict | None) -> str:
     """An assumption with its margin (negative: by how much it fails), as :mod:`theory` reports it."""
     if not margin or not isinstance(margin.get("margin"), int | float):
@@ -166,6 +158,7 @@ def _theory_missing(ctx: Context) -> str | None:
 
 def _run(ctx: Context, paper: str) -> Section:
     from theory.results import REGISTRY, get_result
+    from theory.results.base import json_float
 
     get_result("ifca-lemma1")  # registers every result
     names = [n for n in REGISTRY if n.startswith(paper + "-")]
@@ -190,13 +183,13 @@ def _run(ctx: Context, paper: str) -> Section:
             rows.append(Row(f"{name} at {param}={v}", "bound", "—", "—", f"not run (failed: {r['reason']})"))
             continue
         c = r["result"]
-        bound, exact, emp = _num(c["bound"]), _num(c["exact"]), _num(c["empirical"])
-        lo, hi = _num(c["ci_low"]), _num(c["ci_high"])
+        bound, exact, emp = json_float(c["bound"]), json_float(c["exact"]), json_float(c["empirical"])
+        lo, hi = json_float(c["ci_low"]), json_float(c["ci_high"])
         value = exact if math.isfinite(exact) else emp
         table.append({"result": name, "param": param, "value": v, "kind": c["kind"], "direction": c["direction"],
                       "bound": bound, "exact": exact, "empirical": emp, "ci_low": lo, "ci_high": hi,
                       "verdict": c["verdict"], "comparison": c["comparison"], "fitted_name": c["fitted_name"],
-                      "fitted_constant": _num(c["fitted_constant"]), "trials": c["trials"],
+                      "fitted_constant": json_float(c["fitted_constant"]), "trials": c["trials"],
                       "assumptions_failed": ";".join(_with_margin(k, (c.get("assumption_margins") or {}).get(k))
                                                      for k, okk in c["assumptions"].items() if not okk),
                       "cite": c["cite"], "quantity": c["quantity"]})
@@ -204,7 +197,7 @@ def _run(ctx: Context, paper: str) -> Section:
         what = "exact" if math.isfinite(exact) else f"Monte Carlo ({c['trials']} trials)"
         rep = f"{what}: {value:.4g}" + (f" [{lo:.3g}, {hi:.3g}]" if math.isfinite(lo) and not math.isfinite(exact)
                                         else "")
-        fitted = (f"; fitted {c['fitted_name']} = {_num(c['fitted_constant']):.3g}" if c["fitted_name"] else "")
+        fitted = (f"; fitted {c['fitted_name']} = {json_float(c['fitted_constant']):.3g}" if c["fitted_name"] else "")
         verdict = c["verdict"] + ("" if c["verdict"] in ("holds", "violated") else f" (numerically: {c['comparison']})")
         rows.append(Row(f"{name} at {param}={v}", f"{c['quantity'][:70]} {rel} {bound:.4g}", rep + fitted,
                         f"{value - bound:+.3g}" if math.isfinite(value - bound) else "—", verdict, c["cite"]))

@@ -52,7 +52,7 @@ from ..stats import mean_ci, quantile_ci, wilson
 from .registry import REGISTRY, get_result, register
 
 __all__ = ["REGISTRY", "Check", "Cond", "Estimate", "Result", "differing", "formula_finding", "ge", "get_result", "gt",
-           "le", "merge_extra", "much_less", "register", "run_monte_carlo", "within"]
+           "json_float", "le", "merge_extra", "much_less", "register", "run_monte_carlo", "within"]
 
 CONFIDENCE = 0.95
 VERDICTS = ("holds", "violated", "inconclusive", "vacuous", "assumptions not met")
@@ -183,6 +183,16 @@ class Check:
 
     def to_dict(self) -> dict[str, Any]:
         return _jsonable(asdict(self))
+
+
+def json_float(v) -> float:
+    """The float a JSON value written by :meth:`Check.to_dict` stands for: ``None`` -> nan, ``"inf"`` / ``"-inf"``
+    -> +-inf, a number -> itself."""
+    if v is None:
+        return math.nan
+    if isinstance(v, str):
+        return {"inf": math.inf, "-inf": -math.inf}.get(v, math.nan)
+    return float(v)
 
 
 def _jsonable(obj):
