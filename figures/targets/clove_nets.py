@@ -71,21 +71,37 @@ SUP += PERSONAL
 
 # the variants of the code CLoVE ran (its Table 6): MMorafah/PACFL's stacked per-class SVDs (n_basis 5), its
 # entry-wise angle, its 'average' HC (WPGMA) cut at its default threshold cluster_alpha = 3.5 degrees (CLoVE gives
-# no threshold), so PACFL chooses the number of clusters; PFLlib's FedProto scores by the nearest global prototype
+# no threshold), so PACFL chooses the number of clusters; PFLlib (TsingZ0/PFLlib@d832e76) for the four personalised
+# baselines: FedProto scores by the nearest global prototype, averages the clients' prototypes unweighted and
+# collects them during training; FedPAC averages the prototypes unweighted; Per-FedAvg trains twice per round,
+# averages by n_i and is scored after one step on one minibatch (_personal adds its batch size); FedALA learns its
+# weights per minibatch (_personal adds the batch size) with the start phase unbounded
 CODE_VARIANTS = {
     "pacfl": ({"algo_params": {"subspace": "per_class", "n_subspace": 5, "proximity": "pairwise",
                                "hc_linkage": "weighted", "distance_threshold": 3.5}},
               "PACFL as its authors' code (CLoVE Table 6): per-class SVDs, 5 vectors per class, entry-wise angle, "
               "WPGMA cut at the code's default 3.5 degrees (K chosen by the threshold)"),
-    "fedproto": ({"algo_params": {"scoring": "prototype", "prototype_mean": "clients"}},
+    "fedproto": ({"algo_params": {"scoring": "prototype", "prototype_mean": "clients", "local_prototypes": "during"}},
                  "FedProto as PFLlib (CLoVE Table 6): scored by the nearest global prototype, prototypes the "
-                 "clients' unweighted mean"),
+                 "clients' unweighted mean of the features seen during training"),
+    "fedpac": ({"algo_params": {"prototype_mean": "clients"}},
+               "FedPAC as PFLlib (CLoVE Table 6): global prototypes the clients' unweighted mean"),
+    "perfedavg": ({"algo_params": {"meta_passes": 2, "meta_weights": "samples"}},
+                  "Per-FedAvg as PFLlib (CLoVE Table 6): two training passes per round, models averaged by n_i, "
+                  "scored after one step of size alpha on one random training minibatch"),
+    "fedala": ({"algo_params": {"ala_max_steps": None}},
+               "FedALA as PFLlib (CLoVE Table 6): weights learned per minibatch, the first aggregation's weight "
+               "training until its losses settle (no bound)"),
 }
+# the PFLlib options that take the cell's minibatch size (PFLlib uses the training batch size for both)
+BATCH_OPTIONS = {"perfedavg": "meta_adapt_batch", "fedala": "ala_batch_size"}
+# Per-FedAvg's alpha = beta: PFLlib sets both to its learning rate, default 0.005 (main.py:400, clientperavg.py:14)
+PERFEDAVG_STEP = 0.005
 
 
-def _personal(ctx: Context, algo: str) -> tuple[dict, str]:
+def _personal(ctx: Context, algo: str, batch_size: int | None = None) -> tuple[dict, str]:
     """Point overrides of a personalised baseline or a code variant, and the note its rows carry ({} and "" for
-    the others)."""
+    the others); ``batch_size`` is the cell's minibatch size, which PFLlib's options of Per-FedAvg and FedALA take."""
     if algo in CODE_VARIANTS and algo not in dict(PERSONAL).values():
         over, note = CODE_VARIANTS[algo]
         return {k: dict(v) if isinstance(v, dict) else v for k, v in over.items()}, note
@@ -95,15 +111,20 @@ def _personal(ctx: Context, algo: str) -> tuple[dict, str]:
     if ctx.size == "quick":  # run time: the four personalised baselines add ~40 s of CPU to --quick at 20 rounds
         over["rounds"] = 20
         notes.append("20 rounds (quick run time)")
+    params: dict = {}
     if algo == "perfedavg":
-        # Per-FedAvg's inner and outer steps are plain gradient steps (Alg. 1), not Adam; CLoVE does not report
-        # alpha and beta (PFLlib sets both to the learning rate), and 1e-3 as a gradient step leaves the model
-        # untrained at reduced sizes (test accuracy 0.24 on label skew 1 after 40 rounds)
-        over.update(step_size=0.05, algo_params={"meta_alpha": 0.05})
-        notes.append("gradient steps alpha = beta = 0.05 (not reported by CLoVE)")
+        # Per-FedAvg's inner and outer steps are plain gradient steps (Alg. 1, PFLlib's PerAvgOptimizer), not Adam;
+        # CLoVE does not report alpha and beta, PFLlib sets both to its learning rate (default 0.005)
+        over.update(step_size=PERFEDAVG_STEP)
+        params["meta_alpha"] = PERFEDAVG_STEP
+        notes.append(f"gradient steps alpha = beta = {PERFEDAVG_STEP} (PFLlib's default; not reported by CLoVE)")
     if algo in CODE_VARIANTS:
-        over.update({k: dict(v) if isinstance(v, dict) else v for k, v in CODE_VARIANTS[algo][0].items()})
+        params.update(CODE_VARIANTS[algo][0]["algo_params"])
         notes.append(CODE_VARIANTS[algo][1])
+    if algo in BATCH_OPTIONS and batch_size is not None:
+        params[BATCH_OPTIONS[algo]] = batch_size
+    if params:
+        over["algo_params"] = params
     return over, "; ".join(notes)
 
 
@@ -198,7 +219,7 @@ def _sup_runs(ctx: Context, mixing: str):
                 MEDIUM["model"] if ctx.size == "medium" else "auto"
             points.append(dict(dataset=base_dataset(ctx, base, MIXINGS[mixing]), algo=algo, clusters=_k(mixing),
                                model=model, optimizer="adam", step_size=1e-3, averaging="model", eval_every=0, **st))
-            points[-1].update(_personal(ctx, algo)[0])
+            points[-1].update(_personal(ctx, algo, st["batch_size"])[0])
             if algo == "cfl" and ctx.size == "medium":
                 points[-1].update(CFL_MEDIUM)
     folder = "clove-" + MIXINGS[mixing]
@@ -496,7 +517,7 @@ def _text_runs(ctx: Context):
                        averaging="model", eval_every=0)
                   for _, algo in sup]
         for q in points:
-            q.update(_personal(ctx, q["algo"])[0])
+            q.update(_personal(ctx, q["algo"], q["batch_size"])[0])
         groups = run_nets(ctx, f"clove-{ds}", points, _seeds(ctx), seed=2031)
         for (label, _), g in zip(sup, groups, strict=True):
             out[(col, label)] = g
