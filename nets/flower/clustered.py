@@ -249,18 +249,45 @@ class ClusteredStrategy(Strategy):
         :class:`RoundFailed` at the first lost client.
     seed : an int, SeedSequence or Generator (the sampling, CLoVE's clustering, the replicated initial models).
     start_timeout : seconds to wait for ``min_available_nodes``, finite and > 0.
+
+    Flower's ``FedAvg`` arguments, with FedAvg's meaning: ``min_train_nodes`` and ``min_evaluate_nodes`` (the
+    fewest nodes sampled, when that many are there; default 1), ``fraction_evaluate=0.0`` (no federated
+    evaluation), ``weighted_by_key`` (the reply metric that is a client's sample count: CLoVE's and SR-FCA's
+    weights, the evaluation's weighting), ``arrayrecord_key`` and ``configrecord_key`` (the keys of the
+    ``ArrayRecord`` and ``ConfigRecord`` in every message and reply) and ``train_metrics_aggr_fn`` /
+    ``evaluate_metrics_aggr_fn`` (``fn(list[RecordDict], weighted_by_key) -> MetricRecord``: the clients' train
+    metrics it aggregates join the round's clustering metrics, whose own keys win; the evaluation's metrics).
     """
 
     algorithm = ""
 
     def __init__(self, *, local_steps: int = 10, lr: float = 0.1, fraction_train: float = 1.0,
                  fraction_evaluate: float = 1.0, evaluate_every: int = 1, min_available_nodes: int = 2,
-                 accept_failures: bool = True, seed: Any = 0, start_timeout: float = 60.0):
+                 accept_failures: bool = True, seed: Any = 0, start_timeout: float = 60.0,
+                 min_train_nodes: int = 1, min_evaluate_nodes: int = 1, weighted_by_key: str = NUM_EXAMPLES,
+                 arrayrecord_key: str = ARRAYS, configrecord_key: str = CONFIG,
+                 train_metrics_aggr_fn: Callable[[list[RecordDict], str], MetricRecord] | None = None,
+                 evaluate_metrics_aggr_fn: Callable[[list[RecordDict], str], MetricRecord] | None = None):
         self.local_steps = check_int("local_steps", local_steps, low=0)
         self.lr = check_real("lr", lr, low=0.0, low_inclusive=False)
         self.fraction_train = check_real("fraction_train", fraction_train, low=0.0, high=1.0, low_inclusive=False)
-        self.fraction_evaluate = check_real("fraction_evaluate", fraction_evaluate, low=0.0, high=1.0,
-                                            low_inclusive=False)
+        self.fraction_evaluate = check_real("fraction_evaluate", fraction_evaluate, low=0.0, high=1.0)
+        self.min_train_nodes = check_int("min_train_nodes", min_train_nodes, low=1)
+        self.min_evaluate_nodes = check_int("min_evaluate_nodes", min_evaluate_nodes, low=0)
+        for name, value in (("weighted_by_key", weighted_by_key), ("arrayrecord_key", arrayrecord_key),
+                            ("configrecord_key", configrecord_key)):
+            if not isinstance(value, str) or not value:
+                raise TypeError(f"{name} must be a non-empty string, got {value!r}")
+        if arrayrecord_key == configrecord_key:
+            raise ValueError(f"arrayrecord_key and configrecord_key must differ, both are {arrayrecord_key!r}")
+        self.weighted_by_key = weighted_by_key
+        self.arrayrecord_key, self.configrecord_key = arrayrecord_key, configrecord_key
+        for name, fn in (("train_metrics_aggr_fn", train_metrics_aggr_fn),
+                         ("evaluate_metrics_aggr_fn", evaluate_metrics_aggr_fn)):
+            if fn is not None and not callable(fn):
+                raise TypeError(f"{name} must be a function (list[RecordDict], str) -> MetricRecord, got {fn!r}")
+        self.train_metrics_aggr_fn = train_metrics_aggr_fn
+        self.evaluate_metrics_aggr_fn = evaluate_metrics_aggr_fn or aggregate_metricrecords
         self.evaluate_every = check_int("evaluate_every", evaluate_every, low=0)
         self.min_available_nodes = check_int("min_available_nodes", min_available_nodes, low=1)
         if not isinstance(accept_failures, bool):
@@ -342,16 +369,16 @@ class ClusteredStrategy(Strategy):
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                            grid: Grid) -> list[Message]:
         """Flower's ``evaluate`` messages, when due: each sampled node with a cluster gets its cluster's model."""
-        if not self._evaluate_due(server_round) or not len(self.models):
+        if not self._evaluate_due(server_round) or not len(self.models) or self.fraction_evaluate == 0.0:
             self._asked[EVALUATE] = []
             return []
         models = split_clusters(arrays) if len(arrays) else []
         nodes = [n for n in self._nodes() if self.labels.get(n, -1) >= 0
                  and self._model_index(self.labels[n]) < len(models)]
-        nodes = self._sample(nodes, self.fraction_evaluate)
+        nodes = self._sample(nodes, self.fraction_evaluate, self.min_evaluate_nodes)
         config = ConfigRecord({**config, "server-round": server_round})
-        return self._messages(EVALUATE, {n: RecordDict({ARRAYS: models[self._model_index(self.labels[n])],
-                                                         CONFIG: config}) for n in nodes})
+        return self._messages(EVALUATE, {n: self._content(models[self._model_index(self.labels[n])], config)
+                                         for n in nodes})
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
         """The clients' evaluate metrics, ``num-examples``-weighted (Flower's ``aggregate_metricrecords``)."""
@@ -375,9 +402,9 @@ class ClusteredStrategy(Strategy):
         if not ok:
             return None
         # a client's identity is no metric to average; a reply without num-examples weighs 1
-        contents = [RecordDict({METRICS: MetricRecord({NUM_EXAMPLES: 1, **{
+        contents = [RecordDict({METRICS: MetricRecord({self.weighted_by_key: 1, **{
             k: v for k, v in ok[n][METRICS].items() if k != "partition-id"}})}) for n in sorted(ok)]
-        out = aggregate_metricrecords(contents, NUM_EXAMPLES)
+        out = self.evaluate_metrics_aggr_fn(contents, self.weighted_by_key)
         out["evaluated"] = len(ok)
         out["lost"] = len(self._asked.get(EVALUATE, [])) - len(ok)
         log(INFO, "%s round %d: evaluated by %d clients: %s", self.algorithm, server_round, len(ok),
@@ -467,11 +494,12 @@ class ClusteredStrategy(Strategy):
     def _nodes(self) -> list[int]:
         return sorted(int(n) for n in self._grid.get_node_ids())
 
-    def _sample(self, nodes: list[int], fraction: float) -> list[int]:
-        """A sorted random subset of ``max(1, round(fraction * len(nodes)))`` nodes (all at fraction 1)."""
-        if fraction >= 1.0 or not nodes:
+    def _sample(self, nodes: list[int], fraction: float, minimum: int = 1) -> list[int]:
+        """A sorted random subset of ``max(minimum, 1, round(fraction * len(nodes)))`` nodes (all at fraction 1,
+        or when there are no more)."""
+        size = max(minimum, 1, int(round(fraction * len(nodes))))
+        if fraction >= 1.0 or size >= len(nodes):
             return list(nodes)
-        size = max(1, int(round(fraction * len(nodes))))
         return sorted(int(n) for n in self._rng.choice(nodes, size=size, replace=False))
 
     def _messages(self, message_type: str, contents: dict[int, RecordDict]) -> list[Message]:
@@ -528,6 +556,10 @@ class ClusteredStrategy(Strategy):
                 self._lose(server_round, message_type, node, f"no answer within {self._timeout:g} s")
         return ok
 
+    def _content(self, arrays: ArrayRecord, config: ConfigRecord) -> RecordDict:
+        """A message's content: ``arrays`` and ``config`` under ``arrayrecord_key`` and ``configrecord_key``."""
+        return RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: config})
+
     def _defect(self, content: RecordDict, models: int | None) -> str | None:
         """What makes a reply unusable, or None.  Its metrics: ``num-examples`` a finite number > 0,
         ``partition-id`` an integer >= 0, every other metric a finite number or a list of finite numbers
@@ -539,20 +571,21 @@ class ClusteredStrategy(Strategy):
         metrics = content[METRICS]
         for key, value in metrics.items():
             numbers = np.asarray(value if isinstance(value, list) else [value], dtype=np.float64)
-            if key in (NUM_EXAMPLES, "partition-id", "train-loss", "loss") and isinstance(value, list):
+            if key in (self.weighted_by_key, "partition-id", "train-loss", "loss") and isinstance(value, list):
                 return f"{key} is a list ({value!r}), not a number"
-            if key == NUM_EXAMPLES and not (np.isfinite(value) and value > 0):
-                return f"{NUM_EXAMPLES} is {value!r}, not a finite number > 0"
+            if key == self.weighted_by_key and not (np.isfinite(value) and value > 0):
+                return f"{key} is {value!r}, not a finite number > 0"
             if key == "partition-id" and not _is_partition(value):
                 return f"partition-id is {value!r}, not an integer >= 0"
             if key != "losses" and not np.isfinite(numbers).all():
                 return f"metric {key!r} is not finite ({value!r})"
         if models is None:
             return None
-        if ARRAYS not in content.array_records:
-            return f"its reply has no ArrayRecord {ARRAYS!r}"
+        if self.arrayrecord_key not in content.array_records:
+            return f"its reply has no ArrayRecord {self.arrayrecord_key!r}"
         try:
-            records = [content[ARRAYS]] if models == 1 else split_clusters(content[ARRAYS])
+            arrays = content[self.arrayrecord_key]
+            records = [arrays] if models == 1 else split_clusters(arrays)
             if len(records) != models:
                 return f"its arrays hold {len(records)} models where {models} were due (one per run)"
             vectors = [self.layout.flatten(r) for r in records]
@@ -585,7 +618,7 @@ class ClusteredStrategy(Strategy):
         """``query.losses`` of the stacked ``arrays`` on ``nodes``: the nodes that answered, their ``(c, width)``
         losses and sample counts."""
         config = ConfigRecord({"server-round": server_round})
-        ok = self._ask(server_round, LOSSES, {n: RecordDict({ARRAYS: arrays, CONFIG: config}) for n in nodes})
+        ok = self._ask(server_round, LOSSES, {n: self._content(arrays, config) for n in nodes})
         got, rows, counts = [], [], []
         for node in nodes:
             losses = self._reply_losses(server_round, LOSSES, node, ok, width)
@@ -593,7 +626,7 @@ class ClusteredStrategy(Strategy):
                 continue
             got.append(node)
             rows.append(losses)
-            counts.append(float(ok[node][METRICS].get(NUM_EXAMPLES, 1)))
+            counts.append(float(ok[node][METRICS].get(self.weighted_by_key, 1)))
         return got, np.array(rows).reshape(len(got), width), np.array(counts)
 
     def _reply_losses(self, server_round: int, kind: str, node: int, ok: dict[int, RecordDict],
@@ -609,8 +642,10 @@ class ClusteredStrategy(Strategy):
         return losses
 
     def _train_metrics(self, server_round: int, asked: int, answered: int, extra: dict | None = None,
-                       train_losses: dict[int, tuple[float, float]] | None = None) -> MetricRecord:
-        """The round's clustering in Flower's Result, and its log line."""
+                       train_losses: dict[int, tuple[float, float]] | None = None,
+                       replies: dict[int, RecordDict] | None = None) -> MetricRecord:
+        """The round's clustering in Flower's Result, and its log line; with ``train_metrics_aggr_fn``, what it
+        makes of the valid ``replies`` joins them (the clustering's keys win)."""
         k = len(self.models) // self._runs
         sizes = np.bincount([c for c in self.labels.values() if 0 <= c < k], minlength=k) if k else np.zeros(0)
         unassigned = sum(1 for c in self.labels.values() if c < 0)
@@ -623,12 +658,31 @@ class ClusteredStrategy(Strategy):
             out["train-loss"] = float((w * loss).sum() / max(w.sum(), 1e-300))
         for key, value in (extra or {}).items():
             out[key] = value
+        if self.train_metrics_aggr_fn is not None and replies:
+            clients = self.train_metrics_aggr_fn([replies[n] for n in sorted(replies)], self.weighted_by_key)
+            for key, value in (clients or {}).items():
+                out.setdefault(key, value)
         self.history.append({"round": server_round, "labels": dict(self.labels), **{k: v for k, v in out.items()}})
         log(INFO, "%s round %d: %d clusters, sizes %s; %d of %d clients answered%s", self.algorithm, server_round,
             out["clusters"], list(out["cluster-sizes"]), answered, asked,
             "".join(f", {k} {out[k]:.4g}" for k in ("train-loss", *(extra or {})) if k in out
                     and isinstance(out[k], float)))
         return out
+
+
+QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
+QUANTILE_NAMES = ("min", "10%", "25%", "median", "75%", "90%", "max")
+
+
+def _distance_quantiles(D: np.ndarray) -> list[float]:
+    """The :data:`QUANTILES` of the distances between distinct clients (``D``'s upper triangle); [] for fewer
+    than two clients."""
+    D = np.asarray(D, dtype=np.float64)
+    if D.ndim != 2 or len(D) < 2:
+        return []
+    upper = D[np.triu_indices(len(D), 1)]
+    upper = upper[np.isfinite(upper)]
+    return [float(q) for q in np.quantile(upper, QUANTILES)] if len(upper) else []
 
 
 def _check_train_config(config: ConfigRecord | None) -> None:
@@ -681,12 +735,12 @@ def _keep_integers(layout: Layout, new: np.ndarray, old: np.ndarray, weights: np
     return new
 
 
-def _train_losses(ok: dict[int, RecordDict]) -> dict[int, tuple[float, float]]:
+def _train_losses(ok: dict[int, RecordDict], weight: str = NUM_EXAMPLES) -> dict[int, tuple[float, float]]:
     out = {}
     for node, content in ok.items():
         metrics = content[METRICS]
         if "train-loss" in metrics:
-            out[node] = (float(metrics["train-loss"]), float(metrics.get(NUM_EXAMPLES, 1)))
+            out[node] = (float(metrics["train-loss"]), float(metrics.get(weight, 1)))
     return out
 
 
@@ -725,7 +779,7 @@ class _AssignThenTrain(ClusteredStrategy):
         records = split_clusters(arrays)
         self.models = self.layout.stack(records)
         k = len(records)
-        nodes = self._sample(self._nodes(), self.fraction_train)
+        nodes = self._sample(self._nodes(), self.fraction_train, self.min_train_nodes)
         # the strategy's local_steps and lr are defaults: a train_config entry overrides them (for the clients and,
         # with gradient averaging, the server's step)
         config = ConfigRecord({"local-steps": self.local_steps, "lr": self.lr, **config,
@@ -737,12 +791,12 @@ class _AssignThenTrain(ClusteredStrategy):
             self._round = {"asked": len(nodes), "nodes": nodes, "choice": True}
             config = ConfigRecord({**config, "choose": CHOOSE_LOWEST, **({"runs": self._runs} if self._runs > 1
                                                                          else {})})
-            return self._messages(kind, {node: RecordDict({ARRAYS: arrays, CONFIG: config}) for node in nodes})
+            return self._messages(kind, {node: self._content(arrays, config) for node in nodes})
         got, L, _ = self._losses(server_round, nodes, arrays, k)
         assign = self._assign(L) if len(got) else np.zeros(0, dtype=np.int64)
         self._relabel(nodes, got, assign, L)
-        return self._messages(kind, {node: RecordDict({ARRAYS: records[j], CONFIG: ConfigRecord(
-            {**config, "cluster": int(j)})}) for node, j in zip(got, assign, strict=True)})
+        return self._messages(kind, {node: self._content(records[j], ConfigRecord(
+            {**config, "cluster": int(j)})) for node, j in zip(got, assign, strict=True)})
 
     def _relabel(self, nodes: list[int], got: list[int], assign: np.ndarray, L: np.ndarray) -> None:
         """The round's assignment: lost clients leave the round (M_t); the others take their new cluster."""
@@ -798,16 +852,17 @@ class _AssignThenTrain(ClusteredStrategy):
         nodes = [r["nodes"][a] for a in keep]
         assign = r["assign"][keep]
         if nodes:
-            counts = np.array([float(ok[n][METRICS].get(NUM_EXAMPLES, 1)) for n in nodes])
+            counts = np.array([float(ok[n][METRICS].get(self.weighted_by_key, 1)) for n in nodes])
             R = self._runs
             k = len(self.models) // R
             lr = self._round_lr
             stacks = []
             for run in range(R):  # IFCA's restarts (a few runs; each run's clients and models are vectorised)
                 if R == 1:
-                    values = np.stack([self.layout.flatten(ok[n][ARRAYS]) for n in nodes])
+                    values = np.stack([self.layout.flatten(ok[n][self.arrayrecord_key]) for n in nodes])
                 else:  # each reply holds one model (or gradient) per run, stacked
-                    values = np.stack([self.layout.flatten(split_clusters(ok[n][ARRAYS])[run]) for n in nodes])
+                    values = np.stack([self.layout.flatten(split_clusters(ok[n][self.arrayrecord_key])[run])
+                                       for n in nodes])
                 W = self._weights(assign if R == 1 else r["runs"][keep, run], counts)
                 replies = _Replies(self.layout.n_params, counts, **{"gradients" if gradient else "updates": values})
                 before = self.models[run * k:(run + 1) * k]
@@ -817,7 +872,7 @@ class _AssignThenTrain(ClusteredStrategy):
             self.models = np.concatenate(stacks)
         self._after_round(r)
         metrics = self._train_metrics(server_round, r["asked"], len(nodes), {"objective": r["objective"]},
-                                      _train_losses(ok))
+                                      _train_losses(ok, self.weighted_by_key), ok)
         if self._runs > 1:  # every run's clusters (the round's labels are the best run's)
             self.history[-1].update({"best-run": self._best_run, "run-labels": {
                 node: [int(j) for j in row] for node, row in zip(r["nodes"], r["runs"], strict=True)}})
@@ -990,7 +1045,10 @@ class SRFCA(ClusteredStrategy):
     RECLUSTER (each client to its nearest cluster model) and MERGE (clusters within ``threshold`` joined).  So
     ``num_rounds`` is ``1 + n_refine * trmean_steps``.  After the last round, clients MERGE left without a
     cluster go to their nearest final model, as :class:`synth.algorithms.srfca.SRFCA` does.  The number of
-    clusters is found, never given.  ``local_steps``/``lr`` are not used (SR-FCA's own step counts are).
+    clusters is found, never given.  ``local_steps``/``lr`` are not used (SR-FCA's own step counts are; a
+    ``train_config`` ``local-steps`` or ``lr`` replaces ``local_train_steps`` / ``local_step_size``).  Before
+    ONE_SHOT cuts the local models' pairwise distances at ``threshold``, their quantiles are logged and kept
+    (:attr:`distance_quantiles`, round 1's ``distance-quantiles``: min, 10 %, 25 %, median, 75 %, 90 %, max).
     ``diameter``: D, the diameter of Alg. 3's ``W``, a ball around ``center`` (an ``ArrayRecord`` of the model's
     arrays; default all zeros): each TrimmedMeanGD step ends with the projection onto it; ``None``: ``W = R^P``.
     """
@@ -1025,6 +1083,7 @@ class SRFCA(ClusteredStrategy):
         self.status = "ok"
         self.w0 = np.zeros(0)
         self.local: dict[int, np.ndarray] = {}  # node -> its local model (ONE_SHOT)
+        self.distance_quantiles: list[float] = []  # ONE_SHOT's pairwise distances at QUANTILES
         self.n_samples: dict[int, float] = {}
         self.members: list[int] = []  # the nodes of ONE_SHOT's federation
         self._cross: tuple[list[int], np.ndarray] | None = None  # cross: nodes and f_i(w_j) among them
@@ -1081,7 +1140,7 @@ class SRFCA(ClusteredStrategy):
         if server_round == 1:
             self.members = self._nodes()
             self._pending = {"train": list(self.members), "gradient": []}
-            return self._messages(TRAIN, {n: RecordDict({ARRAYS: start, CONFIG: local_cfg}) for n in self.members})
+            return self._messages(TRAIN, {n: self._content(start, local_cfg) for n in self.members})
         r, s = self._phase(server_round)
         C = max(self.labels.values(), default=-1) + 1
         if s == 0:
@@ -1099,10 +1158,10 @@ class SRFCA(ClusteredStrategy):
         missing = [n for n in self.members if n not in self.local] if self.dist == "l2" and C else []
         records = [self.layout.unflatten(m) for m in self.models]
         cfg = ConfigRecord({**config, "server-round": server_round})
-        contents = {n: RecordDict({ARRAYS: records[self.labels[n]], CONFIG: cfg}) for n in assigned}
+        contents = {n: self._content(records[self.labels[n]], cfg) for n in assigned}
         self._pending = {"gradient": assigned, "train": missing}
         messages = self._messages(GRADIENT, contents)
-        messages += self._messages(TRAIN, {n: RecordDict({ARRAYS: start, CONFIG: local_cfg}) for n in missing})
+        messages += self._messages(TRAIN, {n: self._content(start, local_cfg) for n in missing})
         self._asked[GRADIENT] = assigned
         return messages
 
@@ -1113,13 +1172,16 @@ class SRFCA(ClusteredStrategy):
         for msg in replies:
             by_type.get(msg.metadata.message_type, by_type[TRAIN]).append(msg)
         locals_ = self._collect(server_round, TRAIN, by_type[TRAIN], self._pending["train"], models=1)
+        grads: dict[int, RecordDict] = {}
         for node, content in locals_.items():
-            self.local[node] = self.layout.flatten(content[ARRAYS])
-            self.n_samples[node] = float(content[METRICS].get(NUM_EXAMPLES, 1))
+            self.local[node] = self.layout.flatten(content[self.arrayrecord_key])
+            self.n_samples[node] = float(content[METRICS].get(self.weighted_by_key, 1))
         if server_round == 1:
             self._one_shot(server_round)
             asked, answered = len(self.members), len(locals_)
             extra = {"phase": "one-shot"}
+            if self.distance_quantiles:  # the distribution the threshold cuts (QUANTILES)
+                extra["distance-quantiles"] = list(self.distance_quantiles)
         else:
             grads = self._collect(server_round, GRADIENT, by_type[GRADIENT], self._pending["gradient"], models=1)
             self._gradient_step(grads)
@@ -1131,7 +1193,7 @@ class SRFCA(ClusteredStrategy):
             extra = {"refine": r, "step": s + 1}
         metrics = self._train_metrics(server_round, asked, answered, {k: v for k, v in extra.items()
                                                                       if not isinstance(v, str)},
-                                      _train_losses(locals_))
+                                      _train_losses(locals_, self.weighted_by_key), {**locals_, **grads})
         return self.layout.record(self.models), metrics
 
     # ------------------------------------------------------------------- SR-FCA's steps
@@ -1152,7 +1214,13 @@ class SRFCA(ClusteredStrategy):
             return
         stack = np.stack([self.local[n] for n in nodes])
         replies = _Replies(self.layout.n_params, [self.n_samples[n] for n in nodes])
-        labels = one_shot(client_distances(replies, stack, self.dist, L), self.threshold, self.min_size)
+        D = client_distances(replies, stack, self.dist, L)
+        self.distance_quantiles = _distance_quantiles(D)
+        if self.distance_quantiles:
+            log(INFO, "%s ONE_SHOT: pairwise %s distances of %d local models: %s; threshold %g", self.algorithm,
+                self.dist, len(nodes), ", ".join(f"{name} {v:.4g}" for name, v in zip(
+                    QUANTILE_NAMES, self.distance_quantiles, strict=True)), self.threshold)
+        labels = one_shot(D, self.threshold, self.min_size)
         self.labels.update({n: int(c) for n, c in zip(nodes, labels, strict=True)})
         C = int(labels.max(initial=-1)) + 1
         if C:
@@ -1168,7 +1236,7 @@ class SRFCA(ClusteredStrategy):
         nodes = [n for n in self._pending["gradient"] if n in grads]
         if not nodes or not len(self.models):
             return
-        G = np.stack([self.layout.flatten(grads[n][ARRAYS]) for n in nodes])
+        G = np.stack([self.layout.flatten(grads[n][self.arrayrecord_key]) for n in nodes])
         labels = np.array([self.labels[n] for n in nodes], dtype=np.int64)
         C = len(self.models)
         radius = None if self.diameter is None else 0.5 * self.diameter
