@@ -29,9 +29,17 @@ import os
 # off unless the user turns it on
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
-from .arrays import Layout, replicate, split_clusters, stack_clusters  # noqa: E402
+from .arrays import Layout, cluster_models, cluster_state_dict, replicate, split_clusters, stack_clusters  # noqa: E402
 from .backend import ClientsLost, FederatedBackend  # noqa: E402
-from .clustered import IFCA, SRFCA, CLoVE, ClusteredStrategy, RoundFailed  # noqa: E402
+from .clustered import (  # noqa: E402
+    IFCA,
+    SRFCA,
+    ClientContractError,
+    CLoVE,
+    ClusteredResult,
+    ClusteredStrategy,
+    RoundFailed,
+)
 from .server import run, simulate  # noqa: E402
 from .strategies import (  # noqa: E402
     STRATEGIES,
@@ -44,7 +52,7 @@ from .strategies import (  # noqa: E402
     strategy_for,
 )
 
-__all__ = ["IFCA", "SRFCA", "STRATEGIES", "CLoVE", "CLoVEStrategy", "ClientsLost", "ClusteredStrategy",
-           "FederatedBackend", "FlowerStrategy", "GlobalStrategy", "IFCAStrategy", "Layout", "LocalStrategy",
-           "RoundFailed", "SRFCAStrategy", "replicate", "run", "simulate", "split_clusters", "stack_clusters",
-           "strategy_for"]
+__all__ = ["IFCA", "SRFCA", "STRATEGIES", "CLoVE", "CLoVEStrategy", "ClientContractError", "ClientsLost",
+           "ClusteredResult", "ClusteredStrategy", "FederatedBackend", "FlowerStrategy", "GlobalStrategy",
+           "IFCAStrategy", "Layout", "LocalStrategy", "RoundFailed", "SRFCAStrategy", "cluster_models",
+           "cluster_state_dict", "replicate", "run", "simulate", "split_clusters", "stack_clusters", "strategy_for"]
