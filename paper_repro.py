@@ -39,6 +39,10 @@ def _parser(targets):
                            "smoke-test size, seconds per target, never comparable to a paper), quick (= --quick), "
                            "medium (the papers' data sets, reduced; needs the data directory), full (= --full)")
     parser.add_argument("--list", action="store_true", help="name every target and exit")
+    parser.add_argument("--verdict-power", dest="verdict_power", action="store_true",
+                        help="print, for each published value of the campaign's cells, the declared equivalence "
+                             "margin, P(agrees) of a perfect reproduction at the stored and at the paper's seed "
+                             "count, P(differs), P(agrees) 3 margins off, and the seeds it needs; then exit")
     parser.add_argument("--only", default=None, metavar="NAME,...", help="comma-separated target names")
     parser.add_argument("--out", default="repro_out", metavar="DIR", help="output folder (default: repro_out)")
     parser.add_argument("--n-jobs", dest="n_jobs", default="-1", metavar="N",
@@ -242,6 +246,12 @@ def _main(argv) -> int:
     args = parser.parse_args(argv)
     _check_combination(args, parser.given_options(argv))
     n_jobs = _n_jobs(args.n_jobs)
+    if args.verdict_power:
+        from figures.campaign.planner import HERE, MANIFEST
+        from figures.verdicts.power import power_table
+
+        print(power_table(HERE / MANIFEST))
+        return 0
     if args.campaign is not None:
         return _campaign(args, n_jobs, argv)
     names = _names(args, targets)

@@ -20,15 +20,34 @@ DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 def _pub(row: str, value: str, pm: str | None) -> Published:
-    return Published("X", "Table 1", "", row, "col", value, pm or "", "%", "000", 1, 0, "pm", "")
+    return Published("CLoVE", "Table 1", "", row, "col", value, pm or "", "%", "000", 1, 0, "pm", "")
 
 
 def test_paper_relation_ties_and_orders():
+    """A tie is a pair the paper's own numbers do not separate (Welch over its seeds), not touching intervals."""
     assert paper_relation(1.00, 0.0, 1.00, 0.0) == 0  # CFL = CLoVE = 1.00: a tie
-    assert paper_relation(0.71, 0.20, 1.00, 0.0) == -1  # 0.29 apart, intervals do not touch
-    assert paper_relation(83.83, 1.49, 81.93, 1.56) == 0  # intervals overlap
-    assert paper_relation(95.05, 0.02, 86.74, 0.04) == 1
+    assert paper_relation(83.83, 1.49, 81.93, 1.56, 2, 5) == 0  # 1.9 apart at 5 seeds of ±1.5: not separated
+    assert paper_relation(95.05, 0.02, 86.74, 0.04, 2, 5) == 1
     assert paper_relation(0.5, None, 0.5, None) == 0
+    # 0.29 apart with ±0.20 over 3 seeds: Welch p = 0.13, the paper's numbers do not order the pair
+    assert paper_relation(0.71, 0.20, 1.00, 0.0, 2, 3) == 0
+    assert paper_relation(0.71, 0.02, 1.00, 0.0, 2, 3) == -1
+    # CLoVE Table 1: FedAvg 87.4 ± 0.9 vs CFL 82.5 ± 21.8 over 3 seeds is a tie of the paper...
+    assert paper_relation(87.4, 0.9, 82.5, 21.8, 1, 3, "population SD") == 0
+    # ...and values printed without ± differ when their printed digits do
+    assert paper_relation(0.0, None, 0.08, None, 2, 5) == -1
+
+
+def test_a_paper_tie_never_absorbs_a_gap_larger_than_the_margin():
+    """Tight seeds 20 points apart on a pair the paper ties (87.4 ± 0.9 vs 82.5 ± 21.8): never 'agrees'."""
+    pub = {"FedAvg": Published("CLoVE", "Table 1", "", "FedAvg", "c", "87.4", "0.9", "test accuracy %", "004", 1, 0,
+                               "pm", ""),
+           "CFL": Published("CLoVE", "Table 1", "", "CFL", "c", "82.5", "21.8", "test accuracy %", "004", 1, 0, "pm",
+                            "")}
+    rows = ordering_rows("c", pub, {"FedAvg": [0.874, 0.875, 0.873], "CFL": [0.674, 0.675, 0.676]}, 100.0)
+    assert len(rows) == 1 and rows[0].verdict.startswith("differs (the paper ties"), rows[0].verdict
+    same = ordering_rows("c", pub, {"FedAvg": [0.874, 0.875, 0.873], "CFL": [0.873, 0.874, 0.875]}, 100.0)
+    assert same[0].verdict.startswith("agrees (a tie in the paper"), same[0].verdict
 
 
 def test_welch_and_holm():

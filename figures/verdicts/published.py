@@ -67,9 +67,10 @@ class Published:
         return len(self.text.split(".")[1]) if "." in self.text else 0
 
     def paper_number(self) -> tuple:
-        """(value, pm, decimals, seeds, what the ± is): the fields of :class:`figures.verdicts.rules.PaperNumber`."""
-        return (self.value, self.pm, self.decimals, PAPER_SEEDS.get(self.paper, 1), PM_KIND.get(self.paper,
-                                                                                                 "unstated"))
+        """(value, pm, decimals, seeds, what the ± is, unit): the fields of
+        :class:`figures.verdicts.rules.PaperNumber`."""
+        return (self.value, self.pm, self.decimals, PAPER_SEEDS.get(self.paper, 1),
+                PM_KIND.get(self.paper, "unstated"), self.unit)
 
     def source(self) -> str:
         where = " / ".join(x for x in (self.group, self.row, self.column) if x)

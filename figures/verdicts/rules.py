@@ -4,10 +4,13 @@ qualitative claims, tested over seeds so that the absence of evidence is never r
 Words (the head of every verdict; :data:`HEADS`):
 
 * ``agrees`` -- shown by a test: a reproduced number *equivalent* to the published one (two one-sided tests, TOST,
-  at ``alpha`` = 0.05 against a margin named on the row: the paper's ``±`` plus half a unit of its last printed
-  digit, or that half unit alone where the paper gives no ``±``); an ordering the seeds make significantly in the
-  paper's direction (Welch, Holm over the pairs of a cell); a paper tie shown equivalent within the tie's width; a
-  claim every test of which is significant in the claimed direction (or, for a claimed equality, equivalent);
+  at ``alpha`` = 0.05 with Holm over the numbers of one table, within the margin :func:`declared_margin` fixes from
+  the paper alone before any run: the larger of the margin at which a perfect reproduction at the paper's seed count
+  agrees with probability :data:`POWER`, and the unit's practical floor :data:`UNIT_MARGINS`, capped at the unit's
+  largest meaningful margin); an ordering the seeds make significantly in the paper's direction (Welch, Holm over
+  the pairs of a cell); a pair the paper's own numbers do not separate (a paper tie) shown equivalent within the
+  declared margin; a claim every test of which is significant in the claimed direction (or, for a claimed equality,
+  equivalent);
 * ``differs`` -- a significant difference (Welch, Holm over the numbers of one table or the pairs of one cell)
   that equivalence does not absorb: a number outside the margin, an opposite order, a paper tie the toolkit
   orders, a claim a test contradicts;
@@ -23,14 +26,19 @@ Other words, for rows that are no comparison: ``not comparable (...)`` (a reduce
 
 Two samples' tests are Welch's; a reproduced mean against a published ``value ± pm`` uses the paper's ``±`` as the
 standard deviation over its seeds (:class:`PaperNumber`: population or sample SD as the paper defines it; a paper
-that does not say is read as a sample SD, the larger reading, so its spread is never understated).
+that does not say is read as a sample SD, the larger reading, so its spread is never understated).  A spread of
+zero (identical seeds, or a published value without ``±``) is never taken at face value: it is replaced by the
+resolution limit, half a unit of the paper's last printed digit, so no test returns p = 0 on a zero-width interval.
+The operating characteristics (P(agrees) of a perfect reproduction, of one 3 margins off; P(differs) of a perfect
+one) are simulated in :mod:`figures.verdicts.power` and checked in tests/test_verdict_power.py.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 
 import numpy as np
@@ -38,13 +46,46 @@ import numpy as np
 from .rows import Row
 
 __all__ = ["AGREES", "ALPHA", "DIFFERS", "HEADS", "MIN_SEEDS", "NOT_RESOLVED", "SHOWN", "STALE", "SUSPECT",
-           "NumberTest", "PaperNumber", "all_of", "best_claim", "compare_pair", "counted", "detectable_gap",
-           "equal_claim", "head", "holm", "judge_numbers", "level_claim", "number_test", "number_verdict",
-           "one_sample", "order_claim", "ordering_rows", "paper_relation", "seed_values", "shown", "tost", "welch"]
+           "UNIT_MARGINS", "NumberTest", "PaperNumber", "UnitMargin", "all_of", "best_claim", "compare_pair", "counted",
+           "declared_margin", "detectable_gap", "equal_claim", "head", "holm", "holm_rows", "judge_numbers",
+           "level_claim", "number_test", "number_verdict", "power_margin",
+           "number_pvalues", "one_sample", "order_claim", "ordering_rows", "paper_relation", "seed_values", "shown",
+           "tost", "welch"]
 
 MIN_SEEDS = 3
 ALPHA = 0.05
 POWER = 0.8  # the power at which :func:`detectable_gap` states the smallest gap a row's seeds could detect
+
+
+@dataclass(frozen=True)
+class UnitMargin:
+    """The practical-equivalence bounds of one unit of figures/published/tables.csv, declared before any run:
+    ``floor`` (absolute) or ``relative`` (a fraction of the published value), the smallest gap worth calling a
+    difference; ``cap`` (absolute) or ``cap_relative``, the largest margin within which "agrees" still says
+    something; ``why``, the reason."""
+
+    floor: float = 0.0
+    relative: float = 0.0
+    cap: float = math.inf
+    cap_relative: float = math.inf
+    why: str = ""
+
+    def bounds(self, value: float) -> tuple[float, float]:
+        return (max(self.floor, self.relative * abs(value)),
+                min(self.cap, self.cap_relative * abs(value)) if self.cap_relative < math.inf else self.cap)
+
+
+UNIT_MARGINS = {
+    "test accuracy %": UnitMargin(1.0, cap=5.0, why="one point of test accuracy is below the gaps the papers rank "
+                                  "methods by; an agreement looser than 5 points says nothing about a table"),
+    "ARI": UnitMargin(0.05, cap=0.2, why="0.05 of ARI is about one client of 20 in another cluster; 0.2 is the "
+                      "loosest agreement that still tells a recovered clustering from a partly wrong one"),
+    "misclustering": UnitMargin(0.05, cap=0.2, why="one client in 20; above 0.2 a clustering is no longer recovered"),
+    "percent": UnitMargin(5.0, cap=20.0, why="percentages of a final ARI or of rounds: 5 points floor, 20 cap"),
+    "round": UnitMargin(1.0, cap=5.0, why="rounds are integers: one round floor; 5 rounds cap"),
+    "test reconstruction loss (MSE)": UnitMargin(relative=0.05, cap_relative=0.25,
+                                                 why="5 % of the published loss floor, 25 % cap"),
+}
 
 AGREES, DIFFERS, NOT_RESOLVED, SHOWN = "agrees", "differs", "not resolved", "shown"
 STALE, SUSPECT = "stale", "paper value suspect"
@@ -85,20 +126,19 @@ def seed_values(records: list[dict], key: str) -> list[float]:
     return out
 
 
-def paper_relation(a: float, pm_a: float | None, b: float, pm_b: float | None, decimals: int = 2) -> int:
-    """+1 when the paper puts ``a`` above ``b``, -1 below, 0 for a tie (published intervals touch)."""
-    if pm_a is None or pm_b is None:
-        if round(a, decimals) == round(b, decimals):
-            return 0
-    elif abs(a - b) <= tie_margin(pm_a, pm_b, decimals):
+def paper_relation(a: float, pm_a: float | None, b: float, pm_b: float | None, decimals: int = 2,
+                   n: int = MIN_SEEDS, pm_kind: str = "unstated") -> int:
+    """+1 when the paper's own numbers put ``a`` significantly above ``b``, -1 below, 0 for a tie: Welch's test of
+    the two published means over the paper's ``n`` seeds each (their ``±`` read as ``pm_kind``; a spread below half
+    a unit of the last printed digit, or no ``±``, counts as that resolution), two-sided at :data:`ALPHA`."""
+    if round(a, decimals) == round(b, decimals):
+        return 0
+    pa = PaperNumber(a, pm_a, decimals, n, pm_kind)
+    pb = PaperNumber(b, pm_b, decimals, n, pm_kind)
+    se, df = _welch_se(pa.spread ** 2, max(n, 2), pb.spread ** 2, max(n, 2))
+    if _t_two_sided(a - b, se, df)[0] >= ALPHA:
         return 0
     return 1 if a > b else -1
-
-
-def tie_margin(pm_a: float | None, pm_b: float | None, decimals: int) -> float:
-    """The width within which the paper's two values tie: their ``±`` summed (intervals that touch) plus half a unit
-    of the last printed digit (the rounding of the printed values)."""
-    return (pm_a or 0.0) + (pm_b or 0.0) + 0.5 * 10 ** (-decimals)
 
 
 def welch(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float, float]:
@@ -164,15 +204,25 @@ def one_sample(x: Sequence[float], level: float) -> tuple[float, float]:
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm-Bonferroni adjusted p-values (same order as given)."""
-    m = len(pvalues)
-    order = sorted(range(m), key=lambda i: pvalues[i])
-    adj = [1.0] * m
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * pvalues[i]))
-        adj[i] = running
-    return adj
+    """Holm-Bonferroni adjusted p-values (same order as given); a NaN p-value takes no part and stays NaN."""
+    if len(pvalues) == 0:
+        return []
+    return [float(v) for v in holm_rows(np.asarray(pvalues, dtype=float)[None, :])[0]]
+
+
+def holm_rows(P: np.ndarray) -> np.ndarray:
+    """Holm-Bonferroni over each row of ``P`` (families side by side, e.g. simulated tables): NaN p-values are
+    no member of their family (so one undefined test never inflates the others) and stay NaN."""
+    P = np.asarray(P, dtype=float)
+    finite = ~np.isnan(P)
+    m = finite.sum(1, keepdims=True)
+    order = np.argsort(np.where(finite, P, np.inf), axis=1, kind="stable")
+    S = np.take_along_axis(np.where(finite, P, np.nan), order, 1)
+    adj = np.minimum(1.0, (m - np.arange(P.shape[1])[None, :]) * S)
+    adj = np.fmax.accumulate(adj, axis=1)  # the running maximum; NaN (at the end of each row) never enters it
+    out = np.empty_like(adj)
+    np.put_along_axis(out, order, adj, 1)
+    return np.where(finite, out, np.nan)
 
 
 # -- a reproduced number against a published one -------------------------------------------------------------------
@@ -180,13 +230,21 @@ def holm(pvalues: Sequence[float]) -> list[float]:
 @dataclass(frozen=True)
 class PaperNumber:
     """A published ``value ± pm`` (``pm`` None when the paper gives none) printed at ``decimals`` decimals, the mean
-    of ``n`` seeds, its ``±`` a ``pm_kind`` ("population SD", "sample SD" or "unstated")."""
+    of ``n`` seeds, its ``±`` a ``pm_kind`` ("population SD", "sample SD" or "unstated"), in ``unit`` (a key of
+    :data:`UNIT_MARGINS`), tested in a table (Holm family) of ``family`` numbers."""
 
     value: float
     pm: float | None
     decimals: int
     n: int
     pm_kind: str = "unstated"
+    unit: str = ""
+    family: int = 1
+
+    @property
+    def resolution(self) -> float:
+        """Half a unit of the paper's last printed digit: the finest spread its printed numbers can show."""
+        return 0.5 * 10 ** (-self.decimals)
 
     @property
     def sample_sd(self) -> float:
@@ -198,15 +256,61 @@ class PaperNumber:
         return self.pm
 
     @property
+    def spread(self) -> float:
+        """The paper's seed SD for the tests: :attr:`sample_sd`, never below :attr:`resolution`."""
+        return max(self.sample_sd, self.resolution)
+
+    @property
     def margin(self) -> float:
-        """The equivalence margin: the paper's ``±`` plus half a unit of its last printed digit (the printed value's
-        rounding); half a unit alone where the paper gives no ``±``."""
-        return (self.pm or 0.0) + 0.5 * 10 ** (-self.decimals)
+        """The declared equivalence margin (:func:`declared_margin`)."""
+        return declared_margin(self)[0]
 
     def margin_text(self) -> str:
-        what = "the paper's ± and its rounding" if self.pm is not None else "the paper's printed precision"
-        return f"±{self.margin:.{self.decimals + 1}g} ({what})" if self.margin < 1e-3 else \
-            f"±{_round_sig(self.margin)} ({what})"
+        m, why = declared_margin(self)
+        return f"±{m:.{self.decimals + 1}g} ({why})" if m < 1e-3 else f"±{_round_sig(m)} ({why})"
+
+
+def power_margin(paper: PaperNumber, n: int | None = None, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The smallest margin within which TOST, at Holm's strictest level ``alpha / family``, finds a perfect
+    reproduction of ``n`` seeds (default the paper's count, at least :data:`MIN_SEEDS`) equivalent with probability
+    ``power``: seeds drawn around the paper's value with its spread, 4000 fixed draws.  A draw agrees at margin ``M``
+    exactly when ``M > |gap| + se t_{1-alpha/family}(df)`` (its own Welch statistics), so the margin is the
+    ``power`` quantile of that threshold over the draws."""
+    n = max(paper.n, MIN_SEEDS) if n is None else n
+    return _power_quantile(paper.spread, paper.resolution, n, max(paper.n, 2), max(paper.family, 1), alpha, power)
+
+
+@functools.lru_cache(maxsize=4096)
+def _power_quantile(spread: float, resolution: float, n: int, n_paper: int, family: int, alpha: float,
+                    power: float) -> float:
+    from scipy.stats import t as student_t
+
+    x = spread * np.random.default_rng(20261207).standard_normal((4000, n))
+    vx = np.maximum(x.std(axis=1, ddof=1), resolution) ** 2 / n
+    vy = spread ** 2 / n_paper
+    se = np.sqrt(vx + vy)
+    df = (vx + vy) ** 2 / (vx ** 2 / (n - 1) + vy ** 2 / (n_paper - 1))
+    threshold = np.abs(x.mean(axis=1)) + se * student_t.ppf(1 - alpha / family, df)
+    return float(np.quantile(threshold, power))
+
+
+def declared_margin(paper: PaperNumber) -> tuple[float, str]:
+    """The equivalence margin of a published number and how it was fixed, from the paper alone (never from the
+    toolkit's runs): the larger of :func:`power_margin` at the paper's seed count and the unit's floor
+    (:data:`UNIT_MARGINS`), capped at the unit's largest meaningful margin; a number whose power margin exceeds
+    the cap cannot be confirmed at the paper's seed count (``--verdict-power`` says how many seeds it needs)."""
+    unit = UNIT_MARGINS.get(paper.unit, UnitMargin())
+    floor, cap = unit.bounds(paper.value)
+    pm = power_margin(paper)
+    margin = min(max(pm, floor, paper.resolution), cap)
+    if margin == cap and pm > cap:
+        why = f"capped at the unit's {cap:.3g}: the paper's spread needs more seeds to confirm"
+    elif pm >= floor:
+        why = (f"{POWER:.0%} power for a perfect reproduction at the paper's {max(paper.n, MIN_SEEDS)} seeds, Holm "
+               f"over {paper.family}")
+    else:
+        why = f"the unit's floor ({paper.unit})" if paper.unit in UNIT_MARGINS else "the paper's printed precision"
+    return margin, why
 
 
 def _round_sig(x: float) -> str:
@@ -232,14 +336,30 @@ class NumberTest:
 
 
 def number_test(mean: float, sd: float | None, n: int, paper: PaperNumber) -> NumberTest:
-    """Welch's test of ``mean`` (± ``sd`` over ``n`` seeds) against the paper's mean (± its sample SD over its
-    seeds) and TOST within :attr:`PaperNumber.margin`."""
-    var = 0.0 if sd is None or not math.isfinite(sd) else sd ** 2
-    se, df = _welch_se(var, n, paper.sample_sd ** 2, paper.n if paper.pm is not None and paper.n > 1 else math.inf)
-    if not math.isfinite(df):
-        df = max(n - 1, 1)
+    """Welch's test of ``mean`` (± ``sd`` over ``n`` seeds) against the paper's mean (± its seed SD over its
+    seeds) and TOST within :attr:`PaperNumber.margin`.  Either spread is at least the paper's resolution (half a
+    unit of its last printed digit): identical seeds or a value printed without ``±`` give no p = 0."""
+    sd = 0.0 if sd is None or not math.isfinite(sd) else sd
+    margin = paper.margin
+    d, se, df, p_differ, p_equivalent = number_pvalues(np.array([mean]), np.array([sd]), n, paper, margin)
+    return NumberTest(float(d[0]), float(se[0]), float(df[0]), n, margin, float(p_differ[0]),
+                      float(p_equivalent[0]))
+
+
+def number_pvalues(mean: np.ndarray, sd: np.ndarray, n: int, paper: PaperNumber, margin: float):
+    """:func:`number_test`'s statistics for arrays of reproduced means and SDs (``n`` seeds each): ``(gap, se, df,
+    Welch's two-sided p, TOST's p)``, each an array."""
+    from scipy.stats import t as student_t
+
+    n_p = max(paper.n, 2)
+    vx = (np.maximum(sd, paper.resolution) ** 2 / n) if n >= 2 else np.zeros_like(sd)  # one seed: no own spread
+    vy = paper.spread ** 2 / n_p
+    se = np.sqrt(vx + vy)
+    df = (vx + vy) ** 2 / ((vx ** 2 / (n - 1) if n >= 2 else 0.0) + vy ** 2 / (n_p - 1))
     d = mean - paper.value
-    return NumberTest(d, se, df, n, paper.margin, _t_two_sided(d, se, df)[0], tost(d, se, df, paper.margin))
+    p_differ = 2 * student_t.sf(np.abs(d) / se, df)
+    p_equivalent = np.maximum(student_t.sf((d + margin) / se, df), student_t.cdf((d - margin) / se, df))
+    return d, se, df, p_differ, p_equivalent
 
 
 def number_verdict(test: NumberTest, paper: PaperNumber, p_differ: float | None = None,
@@ -266,18 +386,18 @@ def judge_numbers(rows: list[Row], alpha: float = ALPHA, min_seeds: int = MIN_SE
     """Rows with :attr:`Row.paper_number` (a reproduced number at the paper's setting) re-judged with Holm over the
     numbers of each table (paper and artifact of the row's source): over the difference tests and, separately, over
     the equivalence tests.  Other rows are returned unchanged."""
-    from dataclasses import replace
-
     families: dict[str, list[int]] = {}
+    judged = [i for i, r in enumerate(rows) if r.paper_number is not None and r.stats is not None
+              and head(r.verdict) not in (STALE, SUSPECT)]
+    for i in judged:
+        if int(rows[i].stats[2]) >= min_seeds:
+            families.setdefault(rows[i].source.split(":")[0], []).append(i)
+    size = {i: len(idx) for idx in families.values() for i in idx}
     tests: dict[int, tuple[NumberTest, PaperNumber]] = {}
-    for i, r in enumerate(rows):
-        if r.paper_number is None or r.stats is None or head(r.verdict) in (STALE, SUSPECT):
-            continue
-        paper = PaperNumber(*r.paper_number)
-        t = number_test(r.stats[0], r.stats[1], int(r.stats[2]), paper)
-        tests[i] = (t, paper)
-        if t.n >= min_seeds:
-            families.setdefault(r.source.split(":")[0], []).append(i)
+    for i in judged:
+        r = rows[i]
+        paper = replace(PaperNumber(*r.paper_number), family=size.get(i, 1))
+        tests[i] = (number_test(r.stats[0], r.stats[1], int(r.stats[2]), paper), paper)
     out = list(rows)
     for i, (t, paper) in tests.items():
         out[i] = replace(rows[i], verdict=number_verdict(t, paper, alpha=alpha, min_seeds=min_seeds))
@@ -332,8 +452,10 @@ def ordering_rows(cell: str, published: dict, samples: dict[str, Sequence[float]
     for a, b in pairs:
         pa, pb = published[a], published[b]
         dec = max(pa.decimals, pb.decimals, 1)
-        rel[(a, b)] = paper_relation(sgn * pa.value, pa.pm, sgn * pb.value, pb.pm, dec)
-        margins[(a, b)] = tie_margin(pa.pm, pb.pm, dec)
+        na, kind = pa.paper_number()[3], pa.paper_number()[4]
+        rel[(a, b)] = paper_relation(sgn * pa.value, pa.pm, sgn * pb.value, pb.pm, dec, na, kind)
+        # a tie agrees only within the declared margin of the two numbers (the larger), never the ±'s width
+        margins[(a, b)] = max(PaperNumber(*pa.paper_number()).margin, PaperNumber(*pb.paper_number()).margin)
         xa = [scale * v for v in samples[a]]
         xb = [scale * v for v in samples[b]]
         stats[(a, b)] = welch(xa, xb) if len(xa) >= 2 and len(xb) >= 2 else None
