@@ -66,3 +66,85 @@ def test_a_failed_target_exits_non_zero(extra, tmp_path, monkeypatch, capsys):
     out = capsys.readouterr()
     assert code == 1, out.out + out.err
     assert "FAILED" in out.err and "a ledger that does not parse" in out.err
+
+
+# -- statistics on degenerate input --------------------------------------------------------------------------------
+def test_a_claim_over_nothing_is_never_agreement():
+    from figures.verdicts.rules import AGREES, all_of, best_claim, equal_claim, head, level_claim, order_claim
+
+    assert head(best_claim({}, ["A"])) != AGREES  # no seeds at all
+    assert head(best_claim({"A": [1.0, 1.0, 1.0]}, ["A"])) != AGREES  # nothing to be ahead of
+    assert head(order_claim({}, [])) != AGREES
+    assert head(level_claim({}, 0.5, below=True)) != AGREES
+    assert head(equal_claim({}, 0.5, margin=0.1)) != AGREES
+    assert head(all_of()) != AGREES
+
+
+def test_one_nan_p_value_leaves_its_holm_family_alone():
+    import math
+
+    from figures.verdicts.rules import holm
+
+    adj = holm([0.001, float("nan"), 0.01, 0.04])
+    assert math.isnan(adj[1])
+    assert adj[0] == pytest.approx(0.003) and adj[2] == pytest.approx(0.02) and adj[3] == pytest.approx(0.04)
+    assert holm([]) == []
+
+
+# -- tables.csv is validated -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("field, bad", [("pm", "-0.3"), ("pm", "nan"), ("value", "inf"), ("value", "1" * 120),
+                                        ("value", "1e307"), ("pm", "abc")])
+def test_a_malformed_published_number_is_refused_naming_file_line_and_field(field, bad, tmp_path, monkeypatch):
+    import csv
+
+    import figures.verdicts.published as published
+
+    src = published.HERE / "tables.csv"
+    rows = list(csv.DictReader(src.open(encoding="utf-8", newline="")))
+    rows[3][field] = bad
+    (tmp_path / "tables.csv").write_text("")
+    with (tmp_path / "tables.csv").open("w", encoding="utf-8", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    monkeypatch.setattr(published, "HERE", tmp_path)
+    published.tables.cache_clear()
+    try:
+        with pytest.raises(ValueError, match=rf"tables.csv: line 5: field '{field}' must be"):
+            published.tables()
+    finally:
+        published.tables.cache_clear()
+
+
+# -- ledgers: text, nesting, keys -------------------------------------------------------------------------------------
+def test_ledger_text_reaches_report_md_as_text():
+    from figures.verdicts.compare import markdown_table
+    from figures.verdicts.rows import Row
+
+    md = markdown_table([Row("x", "1", "2", "+1", "stale (<script>alert(1)</script> | & more)")])
+    assert "<script>" not in md and "&lt;script>" in md and "\\|" in md
+
+
+def _minimal_ledger(tmp_path, extra: str) -> str:
+    src = (__import__("figures.verdicts.protocol", fromlist=["HERE"]).HERE / "srfca-simulated.toml").read_text()
+    path = tmp_path / "srfca-simulated.toml"
+    path.write_text(src + extra)
+    return str(path)
+
+
+def test_a_deeply_nested_ledger_is_one_line_naming_the_file(tmp_path):
+    from figures.verdicts.protocol import load_ledger
+
+    path = _minimal_ledger(tmp_path, "\nx = " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(ValueError, match="srfca-simulated.toml.*nested too deeply"):
+        load_ledger(path)
+
+
+def test_stale_changed_keys_must_name_point_keys(tmp_path):
+    from figures.verdicts.protocol import load_ledger
+
+    bad = '\n[stale]\nreason = "r"\nchanged_keys = ["<b>not a key</b>"]\nrerun = "x"\n'
+    with pytest.raises(ValueError, match="changed_keys"):
+        load_ledger(_minimal_ledger(tmp_path, bad))
+    good = '\n[stale]\nreason = "r"\nchanged_keys = ["validation"]\nrerun = "x"\n'
+    assert load_ledger(_minimal_ledger(tmp_path, good)).stale.changed_keys == ("validation",)

@@ -83,7 +83,8 @@ def claim_row(item: str, claim: Claim, reproduced: str, verdict: str, note: str 
 
 
 def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    # a ledger's or a run's text must not become markup in report.md: '|' ends a cell, '<' opens an HTML tag
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace("|", "\\|").replace("\n", " ")
 
 
 def markdown_table(rows: list[Row], source: bool = False) -> str:

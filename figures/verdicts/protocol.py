@@ -23,6 +23,7 @@ file and the field.
 from __future__ import annotations
 
 import functools
+import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -236,6 +237,8 @@ def load_ledger(path: str | Path) -> Ledger:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise r.fail("file", f"not valid TOML ({exc})") from None
+    except RecursionError:  # tomllib recurses once per level of nesting
+        raise r.fail("file", "nested too deeply to read (a ledger is a few flat tables)") from None
     r.unknown(raw, _TOP_KEYS, "top level")
     folders = _folders(r, raw)
     paper = r.choice(raw, "paper", "paper", PAPERS)
@@ -339,9 +342,15 @@ def _stale(r: _Reader, raw: Mapping) -> Stale | None:
     if not isinstance(table, dict):
         raise r.fail("stale", "must be a table ([stale])")
     r.unknown(table, _STALE_KEYS, "stale")
-    return Stale(r.text(table, "reason", "stale field 'reason'"),
-                 r.texts(table, "changed_keys", "stale field 'changed_keys'"),
-                 r.text(table, "rerun", "stale field 'rerun'"))
+    keys = r.texts(table, "changed_keys", "stale field 'changed_keys'")
+    bad = [k for k in keys if not _POINT_KEY.fullmatch(k)]
+    if bad:
+        raise r.fail("stale field 'changed_keys'", f"must name keys of a run's point (lower-case words joined by _, "
+                     f"as nets run's parameters), got {bad[0][:40]!r}")
+    return Stale(r.text(table, "reason", "stale field 'reason'"), keys, r.text(table, "rerun", "stale field 'rerun'"))
+
+
+_POINT_KEY = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
 def _suspects(r: _Reader, raw: Mapping) -> tuple[Suspect, ...]:

@@ -98,11 +98,28 @@ class Claim:
 
 @functools.cache
 def tables() -> tuple[Published, ...]:
-    """Every row of ``tables.csv``."""
-    with open(HERE / "tables.csv", newline="", encoding="utf-8") as fh:
-        return tuple(Published(r["paper"], r["artifact"], r["group"], r["row"], r["column"], r["value"], r["pm"],
-                               r["unit"], r["file"], int(r["line"]), int(r["position"]), r["parse"], r["note"])
-                     for r in csv.DictReader(fh))
+    """Every row of ``tables.csv``; a value or ``±`` that is not a plain finite decimal of at most 12 digits (a ``±``
+    also not negative) is a ValueError naming the file, line and field."""
+    path = HERE / "tables.csv"
+    out = []
+    with open(path, newline="", encoding="utf-8") as fh:
+        for line, r in enumerate(csv.DictReader(fh), start=2):  # line 1 is the header
+            where = f"{path}: line {line}"
+            _check_number(where, "value", r["value"], signed=True)
+            if r["pm"]:
+                _check_number(where, "pm", r["pm"], signed=False)
+            out.append(Published(r["paper"], r["artifact"], r["group"], r["row"], r["column"], r["value"], r["pm"],
+                                 r["unit"], r["file"], int(r["line"]), int(r["position"]), r["parse"], r["note"]))
+    return tuple(out)
+
+
+_DECIMAL = re.compile(r"-?\d{1,6}(\.\d{1,6})?")
+
+
+def _check_number(where: str, field: str, text: str, signed: bool) -> None:
+    if not _DECIMAL.fullmatch(text or "") or (not signed and text.startswith("-")):
+        what = "a finite decimal of at most 6 + 6 digits" + ("" if signed else ", not negative")
+        raise ValueError(f"{where}: field {field!r} must be {what}, got {text[:40]!r}")
 
 
 @functools.cache

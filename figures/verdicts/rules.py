@@ -502,6 +502,9 @@ def _pm(v: float, pm: float | None, dec: int) -> str:
 # -- the papers' qualitative claims -------------------------------------------------------------------------------
 
 def _short(samples: dict[str, Sequence[float]], names, min_seeds: int) -> str | None:
+    names = list(names)
+    if not names:  # a claim over nothing is no evidence for it
+        return f"{SHOWN} (nothing to test: no case or pair has seeds)"
     few = [n for n in dict.fromkeys(names) if len(samples.get(n, ())) < min_seeds]
     if not few:
         return None
@@ -581,7 +584,9 @@ def equal_claim(samples: dict[str, Sequence[float]], level: float, margin: float
 
 def all_of(*verdicts: str) -> str:
     """One verdict for a claim made of parts: the first part that differs, else agrees when every part does,
-    else the first part that does not agree."""
+    else the first part that does not agree; no part at all is no verdict."""
+    if not verdicts:
+        return f"{SHOWN} (nothing to test)"
     for v in verdicts:
         if head(v) == DIFFERS:
             return v
