@@ -1,4 +1,4 @@
-"""PFLlib side by side: PFLlib's FedALA, Per-FedAvg and FedProto and the toolkit's on the same client data.
+"""PFLlib side by side: PFLlib's FedALA, Per-FedAvg, FedProto and FedPAC and the toolkit's on the same client data.
 
 CLoVE's Table 6 names PFLlib (TsingZ0/PFLlib) as the code of Per-FedAvg, FedProto, FedALA and FedPAC, so its
 numbers for them come from there.  PFLlib@d832e76 runs here unchanged, on CPU, through import-time shims that live
@@ -9,7 +9,9 @@ in this script only:
 2. PFLlib's clients read ``../dataset/<name>/{train,test}/<id>.npz`` (``utils/data_utils.py:7-17``): the script
    writes the toolkit's client data there, in a temporary folder that is the working directory while PFLlib runs;
 3. the arguments are ``system/main.py``'s own parser defaults (its ``argparse`` block, run without the rest of
-   ``main.py``), then the few set below (device cpu, rounds, batch, learning rate, clients, data set name).
+   ``main.py``), then the few set below (device cpu, rounds, batch, learning rate, clients, data set name);
+4. ``cvxpy`` (imported by ``serverpac.py:5``, absent here) is a stub that solves FedPAC's head QP
+   (``serverpac.py:236-241``) exactly, by the non-negative least-squares form the toolkit uses.
 
 Both sides get the ``nets`` federation of the seed (default: MNIST label skew 1, 10 clients with two classes each,
 100 training / 50 test images per client), the same network (nets' ``mlp``: 784-200-10; PFLlib's head-split
@@ -18,16 +20,17 @@ initial weights, plain SGD at PFLlib's default learning rate 0.005 and batch 10,
 minibatches; Per-FedAvg's PFLlib epoch is ``n / 2B`` meta-steps on batches of ``2B``).  The toolkit runs twice: with
 the paper's defaults and with the PFLlib options (FedALA ``ala_batch_size = B``, ``ala_max_steps = None``;
 Per-FedAvg ``meta_passes = 2``, ``meta_weights = "samples"``, ``meta_adapt_batch = B``; FedProto
-``local_prototypes = "during"``, ``prototype_mean = "clients"``, ``scoring = "prototype"``).  PFLlib evaluates at the
-start of every round (``rs_test_acc[t]`` = after ``t`` rounds of training) and prints the best; the table shows its
-accuracy after ``T`` rounds and its best, and the toolkit's after ``T`` rounds.  FedPAC is left out: its server
-imports ``cvxpy`` (``serverpac.py:5``), which this environment lacks.
+``local_prototypes = "during"``, ``prototype_mean = "clients"``; FedPAC ``prototype_mean = "clients"``,
+``head_assignment = "pfllib"``); both FedProto runs score by the nearest prototype.  PFLlib's FedPAC also runs with
+its heads matched to their clients (:func:`_matched_heads`, a bench variant of ``aggregate_and_send_heads``).
+PFLlib evaluates at the start of every round (``rs_test_acc[t]`` = after ``t`` rounds of training) and prints the
+best; the table shows its accuracy after ``T`` rounds and its best, and the toolkit's after ``T`` rounds.
 
     git --git-dir MIRROR archive HEAD system | tar -x -C PFLLIB_DIR
     python bench/pfllib_side_by_side.py --pfllib PFLLIB_DIR/system --data-dir ../shared/data --rounds 20 \\
         --seeds 0,1,2 --json bench/results/pfllib_side_by_side.json
 
-needs the ``nets`` extra and scikit-learn (PFLlib's ``clientbase.py`` imports it).  About 45 s of CPU per seed.
+needs the ``nets`` extra and scikit-learn (PFLlib's ``clientbase.py`` imports it).  About 90 s of CPU per seed.
 """
 
 from __future__ import annotations
@@ -47,10 +50,11 @@ from pathlib import Path
 
 import numpy as np
 
-ALGOS = ("fedala", "perfedavg", "fedproto")
+ALGOS = ("fedala", "perfedavg", "fedproto", "fedpac")
 SERVER = {"fedala": ("flcore.servers.serverala", "FedALA", "FedALA"),
           "perfedavg": ("flcore.servers.serverperavg", "PerAvg", "PerAvg"),
-          "fedproto": ("flcore.servers.serverproto", "FedProto", "FedProto")}
+          "fedproto": ("flcore.servers.serverproto", "FedProto", "FedProto"),
+          "fedpac": ("flcore.servers.serverpac", "FedPAC", "FedPAC")}
 
 
 def _shim_pfllib(system: Path) -> None:
@@ -72,7 +76,51 @@ def _shim_pfllib(system: Path) -> None:
 
     h5.File = _File
     sys.modules.setdefault("h5py", h5)
+    sys.modules.setdefault("cvxpy", _cvxpy_stub())
     sys.path.insert(0, str(system))
+
+
+def _cvxpy_stub() -> types.ModuleType:
+    """Shim 4: the part of ``cvxpy`` that ``serverpac.solve_quadratic`` uses (``serverpac.py:236-241``), solving
+    its problem ``min a^T P a, sum a = 1, a >= 0`` exactly: with ``P = L L^T`` the KKT conditions are those of the
+    non-negative least squares ``min ||L^T b - L^{-1} 1||`` at ``a = b / sum b`` (as the toolkit's
+    ``collaboration_weights``; the same problem, another solver than cvxpy's)."""
+    from scipy.linalg import solve_triangular
+    from scipy.optimize import nnls
+
+    cvx = types.ModuleType("cvxpy")
+
+    class Variable:
+        def __init__(self, n):
+            self.n, self.value = n, None
+
+        def __ge__(self, other):
+            return ("nonneg", self)
+
+    class Minimize:
+        def __init__(self, expr):
+            self.expr = expr
+
+    class Problem:
+        def __init__(self, objective, constraints):
+            self.objective = objective
+
+        def solve(self):
+            var, P = self.objective.expr
+            Q = 0.5 * (P + P.T)
+            Q = Q / max(float(np.abs(Q).max()), 1e-300) + 1e-12 * np.eye(var.n)
+            L = np.linalg.cholesky(Q)
+            b, _ = nnls(L.T, solve_triangular(L, np.ones(var.n), lower=True), maxiter=50 * var.n)
+            var.value = b / b.sum()
+
+    class _Sum:
+        def __eq__(self, other):
+            return ("sum", other)
+
+    cvx.Variable, cvx.Minimize, cvx.Problem = Variable, Minimize, Problem
+    cvx.quad_form = lambda var, P: (var, np.asarray(P, dtype=np.float64))
+    cvx.sum = lambda var: _Sum()
+    return cvx
 
 
 def _pfllib_defaults(system: Path) -> argparse.Namespace:
@@ -97,8 +145,32 @@ def _write_clients(root: Path, name: str, fed) -> None:
                 np.savez(f, data=data)
 
 
-def _run_pfllib(algo: str, args: argparse.Namespace, module, seed: int) -> list[float]:
-    """PFLlib's server for ``algo`` from its ``main.py`` set-up; its per-round test accuracies."""
+def _matched_heads(server) -> None:
+    """``FedPAC.aggregate_and_send_heads`` with the heads matched to their clients (a bench variant, not PFLlib):
+    the weights of ``solve_quadratic`` are in ``selected_clients`` order (``serverpac.py:40-44``), PFLlib applies
+    them in ``uploaded_ids`` order, a ``random.sample`` permutation (``serverpac.py:129-130, 155-164``), and combines
+    heads that ``set_head`` already overwrote in the loop (``clientpac.py:110-112``).  Here client ``i`` gets
+    ``sum_j alpha_ij psi_j`` over the heads as uploaded."""
+    solve = sys.modules[type(server).__module__].solve_quadratic
+    order = [c.id for c in server.selected_clients]
+    uploaded = dict(zip(server.uploaded_ids, server.uploaded_heads, strict=True))
+    heads = [copy.deepcopy(uploaded[cid]) for cid in order]  # before any set_head
+    for idx, (cid, w) in enumerate(zip(order, solve(len(order), server.Vars, server.Hs), strict=True)):
+        if w is None:
+            new = heads[idx]
+        else:
+            new = copy.deepcopy(heads[0])
+            for p in new.parameters():
+                p.data.zero_()
+            for wj, h in zip(w, heads, strict=True):
+                for p, q in zip(new.parameters(), h.parameters(), strict=True):
+                    p.data += q.data.clone() * wj
+        server.clients[cid].set_head(new)
+
+
+def _run_pfllib(algo: str, args: argparse.Namespace, module, seed: int, matched: bool = False) -> list[float]:
+    """PFLlib's server for ``algo`` from its ``main.py`` set-up; its per-round test accuracies (``matched``:
+    FedPAC with :func:`_matched_heads`)."""
     import importlib
 
     import torch
@@ -106,7 +178,7 @@ def _run_pfllib(algo: str, args: argparse.Namespace, module, seed: int) -> list[
     mod, cls, name = SERVER[algo]
     args = copy.copy(args)
     args.algorithm = name
-    if algo == "fedproto":  # main.py:246-249: the last layer becomes the head
+    if algo in ("fedproto", "fedpac"):  # main.py:246-249, 285-288: the last layer becomes the head
         net = copy.deepcopy(module).net
         head = net[-1]
         base = torch.nn.Sequential(*list(net)[:-1])
@@ -118,6 +190,8 @@ def _run_pfllib(algo: str, args: argparse.Namespace, module, seed: int) -> list[
     np.random.seed(seed)  # noqa: NPY002 - PFLlib draws from numpy's global generator (serverbase.py:99)
     torch.manual_seed(seed)
     server = getattr(importlib.import_module(mod), cls)(args, 0)
+    if matched:
+        server.aggregate_and_send_heads = types.MethodType(_matched_heads, server)
     with contextlib.redirect_stdout(io.StringIO()):
         server.train()
     return [float(a) for a in server.rs_test_acc]
@@ -126,7 +200,7 @@ def _run_pfllib(algo: str, args: argparse.Namespace, module, seed: int) -> list[
 def _run_toolkit(algo: str, train, test, init: np.ndarray, rounds: int, steps: int, lr: float, batch: int,
                  pfllib: bool, seed: int) -> float:
     """The toolkit's estimator, paper defaults or PFLlib options; the test accuracy of its final models."""
-    from synth.algorithms import FedALA, FedProto, PerFedAvg
+    from synth.algorithms import FedALA, FedPAC, FedProto, PerFedAvg
 
     common = dict(n_rounds=rounds, step_size=lr, init=init[None], random_state=seed)
     if algo == "fedala":
@@ -136,9 +210,12 @@ def _run_toolkit(algo: str, train, test, init: np.ndarray, rounds: int, steps: i
         extra = dict(meta_passes=2, meta_weights="samples", meta_adapt_batch=batch) if pfllib else {}
         # PFLlib's epoch: floor(n / 2B) meta-steps on batches of 2B (clientperavg.py:23)
         est = PerFedAvg(local_steps=max(1, steps // 2), meta_alpha=lr, **common, **extra)
-    else:
+    elif algo == "fedproto":
         extra = dict(local_prototypes="during", prototype_mean="clients") if pfllib else {}
         est = FedProto(local_steps=steps, scoring="prototype", **common, **extra)
+    else:
+        extra = dict(prototype_mean="clients", head_assignment="pfllib") if pfllib else {}
+        est = FedPAC(local_steps=steps, **common, **extra)
     est.fit(train)
     _, acc = test.scores(est.models_, np.arange(train.n_clients))
     n = np.asarray(test.n_samples, dtype=np.float64)
@@ -184,9 +261,19 @@ def _one_seed(a, system: Path, seed: int) -> dict:
                    "pfllib_best": max(curve), "pfllib_curve": curve, "toolkit_paper": paper,
                    "toolkit_pfllib_options": opts,
                    "cpu_seconds": {"pfllib": t1 - t0, "toolkit_paper": t2 - t1, "toolkit_pfllib_options": t3 - t2}}
+            if algo == "fedpac":  # PFLlib with its heads matched to their clients (_matched_heads)
+                os.chdir(work)
+                try:
+                    with contextlib.redirect_stdout(io.StringIO()):
+                        fixed = _run_pfllib(algo, args, module, seed, matched=True)
+                finally:
+                    os.chdir(cwd)
+                row["pfllib_matched_heads_after_T"] = fixed[a.rounds] if len(fixed) > a.rounds else fixed[-1]
+                row["pfllib_matched_heads_curve"] = fixed
             rows[algo] = row
+            matched = f" | PFLlib, heads matched {row['pfllib_matched_heads_after_T']:.3f}" if algo == "fedpac" else ""
             print(f"seed {seed} {algo:10s} PFLlib after T {row['pfllib_after_T']:.3f}  best {row['pfllib_best']:.3f}"
-                  f" | toolkit paper {paper:.3f}  PFLlib options {opts:.3f}", flush=True)
+                  f" | toolkit paper {paper:.3f}  PFLlib options {opts:.3f}{matched}", flush=True)
     return rows
 
 
@@ -216,9 +303,10 @@ def main(argv=None) -> int:
         out["runs"].append({"seed": seed, "algos": _one_seed(a, system, seed)})
     for algo in a.algos.split(","):
         rows = [r["algos"][algo] for r in out["runs"]]
+        keys = ("pfllib_after_T", "pfllib_best", "toolkit_paper", "toolkit_pfllib_options",
+                "pfllib_matched_heads_after_T")
         print(f"{algo:10s} mean over seeds {a.seeds}: " + ", ".join(
-            f"{key} {np.mean([r[key] for r in rows]):.3f}"
-            for key in ("pfllib_after_T", "pfllib_best", "toolkit_paper", "toolkit_pfllib_options")), flush=True)
+            f"{key} {np.mean([r[key] for r in rows]):.3f}" for key in keys if key in rows[0]), flush=True)
     if a.json:
         a.json.parent.mkdir(parents=True, exist_ok=True)
         a.json.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")

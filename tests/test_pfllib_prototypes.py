@@ -93,3 +93,52 @@ def test_fedpac_unweighted_global_prototypes():
 def test_bad_values_are_refused(cls, params, name):
     with pytest.raises(ValueError, match=name):
         cls(**params).fit(_backend())
+
+
+def _pfllib_send_heads(V, h, heads, rng):
+    """PFLlib@d832e76 ``serverpac.py:40-44, 126-174`` and ``clientpac.py:110-112`` transcribed on vectors: heads are
+    mutable client objects, uploaded in one random order, weighted by the QP solved in another."""
+    from synth.algorithms.fedpac import collaboration_weights
+
+    c = len(V)
+    selected = list(rng.permutation(c))  # np.random.choice order
+    uploaded_ids = list(rng.permutation(c))  # random.sample(selected_clients, ...) order
+    clients = [{"head": heads[i].copy()} for i in range(c)]
+    Vars, Hs = [V[i] for i in selected], [h[i] for i in selected]
+    uploaded_heads = [clients[cid] for cid in uploaded_ids]  # the same objects as the clients' heads
+    head_weights = collaboration_weights(np.array(Vars), np.array(Hs))
+    for idx, cid in enumerate(uploaded_ids):
+        new_head = sum(w * up["head"] for w, up in zip(head_weights[idx], uploaded_heads, strict=True))
+        clients[cid]["head"] = new_head  # set_head: read by the later add_heads through uploaded_heads
+    return np.array([cl["head"] for cl in clients])
+
+
+def test_pfllib_head_mix_is_pfllibs_assignment():
+    from synth.algorithms.fedpac import collaboration_weights, pfllib_head_mix
+
+    rng = np.random.default_rng(0)
+    c = 7
+    V = rng.uniform(0.05, 0.5, c)
+    h = rng.normal(size=(c, 3, 4))
+    heads = rng.normal(size=(c, 5))
+    for seed in range(5):
+        M = pfllib_head_mix(V, h, np.random.default_rng(seed))
+        ref = _pfllib_send_heads(V, h, heads, np.random.default_rng(seed))
+        np.testing.assert_allclose(M @ heads, ref, rtol=0, atol=1e-10)
+    # two groups of alike clients (label skew): the QP combines within a group, PFLlib's assignment across them
+    group = np.array([0, 0, 0, 0, 1, 1, 1])
+    h2 = np.where(group[:, None, None] == 0, 1.0, -1.0) * np.ones((c, 3, 4))
+    alpha = collaboration_weights(np.full(c, 0.3), h2)
+    M = pfllib_head_mix(np.full(c, 0.3), h2, np.random.default_rng(1))
+    np.testing.assert_allclose(alpha[np.ix_(group == 0, group == 1)], 0.0, atol=1e-9)
+    assert M[np.ix_(group == 0, group == 1)].max() > 0.1
+
+
+def test_fedpac_pfllib_head_assignment_on_a_network():
+    be = _backend("digits-label-skew-1", clients=6, n=12)
+    kw = dict(n_rounds=2, local_steps=2, step_size=0.1, prototype_mean="clients", random_state=0)
+    matched = FedPAC(**kw).fit(be)
+    pfllib = FedPAC(head_assignment="pfllib", **kw).fit(be)
+    head = be.head_mask()
+    assert np.abs(pfllib.models_[:, head] - matched.models_[:, head]).max() > 1e-4
+    np.testing.assert_array_equal(pfllib.combination_weights_.shape, (6, 6))

@@ -47,12 +47,16 @@ Against PFLlib (``clientpac.py``, ``serverpac.py``), the code whose numbers CLoV
   head scaled by ``sum alpha <= 1`` scales every logit alike, so the predictions are the same.
 * PFLlib's statistics and prototypes pass over a ``drop_last`` loader (``clientbase.py:59``), leaving out
   ``n mod B`` random samples; here all samples count (the same for CLoVE's n = 500, B = 100).
-* PFLlib mismatches the combined heads and the clients (not followed, a defect of that code): ``Vars``/``Hs`` are in
-  the order of ``selected_clients`` (``serverpac.py:40-44``), but ``head_weights[idx]`` is given to
-  ``uploaded_ids[idx]`` and zipped with ``uploaded_heads`` (``serverpac.py:153-173``), both in the order of
+* PFLlib mismatches the combined heads and the clients, a defect of that code: ``Vars``/``Hs`` are in the order of
+  ``selected_clients`` (``serverpac.py:40-44``), but ``head_weights[idx]`` is given to ``uploaded_ids[idx]`` and
+  zipped with ``uploaded_heads`` (``serverpac.py:153-173``), both in the order of
   ``random.sample(selected_clients, ...)`` (``serverpac.py:129-130``), a random permutation; and ``set_head``
   (``clientpac.py:110-112``) overwrites a client's head in place while ``uploaded_heads`` holds that same module
-  (``serverpac.py:148``), so heads combined later in the loop read heads replaced earlier.
+  (``serverpac.py:148``), so heads combined later in the loop read heads replaced earlier.  The default
+  (``head_assignment="matched"``) gives client i the combination ``sum_j alpha_ij psi_j`` of Sec. 4;
+  ``head_assignment="pfllib"`` reproduces PFLlib's assignment (:func:`pfllib_head_mix`), since CLoVE's FedPAC
+  numbers come from that code (``bench/pfllib_side_by_side.py``: PFLlib with the heads matched gives the toolkit's
+  accuracy).
 * PFLlib evaluates at the start of a round, before training (``serverpac.py:46-49``), and prints the best round's
   accuracy (``serverpac.py:74-77``); nets scores the final models.
 
@@ -67,11 +71,11 @@ from ..validation import check_random_state
 from .backend import ModelBackend
 from .common import DivergenceError, participants
 from .fedproto import global_prototypes, require_representation
-from .params import POSITIVE, Estimator, Int, shared
+from .params import POSITIVE, Estimator, Int, Options, shared
 from .perfedavg import INIT, scatter_rows, shared_init
 from .result import FitResult, History, Monitor
 
-__all__ = ["FedPAC", "collaboration_weights", "feature_statistics"]
+__all__ = ["FedPAC", "collaboration_weights", "feature_statistics", "pfllib_head_mix"]
 
 
 def feature_statistics(counts: np.ndarray, means: np.ndarray, sq_norms: np.ndarray):
@@ -122,6 +126,29 @@ def collaboration_weights(V: np.ndarray, h: np.ndarray, tol: float = 1e-3) -> np
     return out
 
 
+def pfllib_head_mix(V: np.ndarray, h: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The heads PFLlib's ``FedPAC.aggregate_and_send_heads`` gives the round's clients, as a matrix ``M`` ``(c, c)``
+    (client i's new head = ``sum_j M_ij psi_j`` over the uploaded heads ``psi``), PFLlib@d832e76 ``serverpac.py``.
+
+    The clients are taken in two random orders, ``s`` (``selected_clients``, ``np.random.choice``: ``serverbase.py:
+    99``) and ``u`` (``uploaded_ids``, ``random.sample``: ``serverpac.py:129-130``).  The QP weights are solved in
+    order ``s`` (``Vars``/``Hs``, ``serverpac.py:40-44, 153``); the ``idx``-th weight vector is applied to client
+    ``u[idx]`` over the heads in order ``u`` (``serverpac.py:155-173``), and each new head overwrites its client's
+    head in place before the next is combined (``set_head``, ``clientpac.py:110-112``, on the modules that
+    ``uploaded_heads`` holds, ``serverpac.py:148``).  Every step is linear in the heads, so ``M`` is the product of
+    the steps applied to the identity.  With ``s = u`` and no overwriting it would be ``alpha`` of
+    :func:`collaboration_weights` (PFLlib does not renormalise after zeroing weights below 1e-3; this does, which
+    scales a head and not its predictions).
+    """
+    c = len(V)
+    s, u = rng.permutation(c), rng.permutation(c)
+    alpha = collaboration_weights(np.asarray(V)[s], np.asarray(h)[s])
+    M = np.eye(c)
+    for idx in range(c):  # in place: later rows read the heads already replaced
+        M[u[idx]] = alpha[idx] @ M[u]
+    return M
+
+
 class FedPAC(Estimator):
     """FedPAC (Xu et al., ICLR 2023, Alg. 1): aligned shared feature extractor, collaborating personal heads.
 
@@ -135,6 +162,8 @@ class FedPAC(Estimator):
     proto_lambda : lambda, weight of the feature alignment term (code and PFLlib: 1.0).
     prototype_mean : ``"counts"`` (the paper's and the authors' count-weighted global prototypes) or
         ``"clients"`` (PFLlib's unweighted mean over the clients holding the class, ``serverpac.py:178-193``).
+    head_assignment : ``"matched"`` (client i gets ``sum_j alpha_ij psi_j``, Sec. 4) or ``"pfllib"`` (PFLlib's
+        mismatched, in-place assignment, :func:`pfllib_head_mix`).
     participation, init, random_state, monitor, monitor_every : as in
         :class:`~synth.algorithms.perfedavg.PerFedAvg`; the monitor sees the shared model (feature extractor
         and the mean head) ``(1, P)``.
@@ -151,13 +180,14 @@ class FedPAC(Estimator):
         "step_size": [POSITIVE],
         "head_steps": [None, Int(0, None)],
         "head_step_size": [None, POSITIVE],
+        "head_assignment": [Options("matched", "pfllib")],
         "init": INIT,
     }
 
     def __init__(self, n_rounds: int = 100, local_steps: int = 10, step_size: float = 0.01,
                  head_steps: int | None = None, head_step_size: float | None = None, proto_lambda: float = 1.0,
-                 prototype_mean: str = "counts", participation: float = 1.0, init=None, random_state=None,
-                 monitor: Monitor | None = None, monitor_every: int = 1):
+                 prototype_mean: str = "counts", head_assignment: str = "matched", participation: float = 1.0,
+                 init=None, random_state=None, monitor: Monitor | None = None, monitor_every: int = 1):
         self.n_rounds = n_rounds
         self.local_steps = local_steps
         self.step_size = step_size
@@ -165,6 +195,7 @@ class FedPAC(Estimator):
         self.head_step_size = head_step_size
         self.proto_lambda = proto_lambda
         self.prototype_mean = prototype_mean
+        self.head_assignment = head_assignment
         self.participation = participation
         self.init = init
         self.random_state = random_state
@@ -199,7 +230,8 @@ class FedPAC(Estimator):
             alpha = collaboration_weights(V, h)
             w = ns[sel] / ns[sel].sum()
             body = backend.combine(w[:, None], new)  # FedAvg of the feature extractors (the head part is unused)
-            heads = backend.combine(alpha.T, new)  # row i: sum_j alpha_ij theta_j
+            mix = alpha if v["head_assignment"] == "matched" else pfllib_head_mix(V, h, rng)
+            heads = backend.combine(mix.T, new)  # row i: sum_j mix_ij theta_j
             body_rows = backend.take(body, np.zeros(c, dtype=np.int64))
             personal = body_rows + (heads - body_rows) * head
             models = scatter_rows(backend, models, clients, personal)
