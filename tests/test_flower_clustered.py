@@ -570,8 +570,8 @@ def test_client_app_builds_each_nodes_data_once_though_sent_with_every_message()
     DATA_CALLS.clear()
     app = torch_client_app(UserMLP, _counted_data)
     grid = InlineGrid(lambda message, context: cloudpickle.loads(cloudpickle.dumps(app))(message, context), 3)
-    IFCA(n_clusters=2, local_steps=1, evaluate_every=1).start(grid, ArrayRecord(UserMLP().state_dict()),
-                                                              num_rounds=3)
+    IFCA(n_clusters=2, n_init=1, local_steps=1, evaluate_every=1).start(grid, ArrayRecord(UserMLP().state_dict()),
+                                                                        num_rounds=3)
     assert len(grid.sent) == 18 and sorted(DATA_CALLS) == [1, 2, 3]
     # in a process that has not built it (an actor), the app is built from its pickled arguments, once
     import nets.flower.torch_client as torch_client

@@ -91,7 +91,7 @@ from .arrays import Layout, cluster_models, replicate, split_clusters
 from .session import pull_replies
 
 __all__ = ["ARRAYS", "CLoVE", "CONFIG", "ClientContractError", "ClusteredResult", "ClusteredStrategy", "GRADIENT",
-           "IFCA", "LOSSES", "METRICS", "RoundFailed", "RunStopped", "SRFCA", "stop_running"]
+           "IFCA", "LOSSES", "METRICS", "RoundFailed", "RunStopped", "SRFCA", "auto_threshold", "stop_running"]
 
 # the client contract (docs/flower-contract.md): message types and the keys of their RecordDicts
 TRAIN = MessageType.TRAIN
@@ -102,6 +102,10 @@ ARRAYS, CONFIG, METRICS = "arrays", "config", "metrics"
 NUM_EXAMPLES = "num-examples"
 AVERAGINGS = ("model", "gradient")
 CHOOSE_LOWEST = "lowest-loss"  # config["choose"]: the client trains its lowest-loss model of those sent
+# IFCA's restarts when n_init is left out and the strategy replicates one record: on a 3-group digits app (three
+# rotations, two clients each) one start separates the groups on 2 of 5 seeds, 5 restarts on 5 of 5
+# (tests/test_flower_defaults.py)
+DEFAULT_RESTARTS = 5
 ARRAY_BYTES = 1024  # an Array in an ArrayRecord beside its data (Python objects, its key): measured ~800 B
 
 
@@ -672,6 +676,7 @@ class ClusteredStrategy(Strategy):
 
 QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
 QUANTILE_NAMES = ("min", "10%", "25%", "median", "75%", "90%", "max")
+AUTO_MIN_RATIO = 2.0  # SR-FCA's threshold="auto": the smallest ratio of neighbouring sorted distances that is a gap
 
 
 def _distance_quantiles(D: np.ndarray) -> list[float]:
@@ -683,6 +688,29 @@ def _distance_quantiles(D: np.ndarray) -> list[float]:
     upper = D[np.triu_indices(len(D), 1)]
     upper = upper[np.isfinite(upper)]
     return [float(q) for q in np.quantile(upper, QUANTILES)] if len(upper) else []
+
+
+def auto_threshold(D: np.ndarray) -> float:
+    """SR-FCA's ``threshold="auto"``: a cut at the largest gap of the sorted pairwise distances ``D`` (upper
+    triangle, finite values).
+
+    The gap is the largest ratio ``b / a`` of neighbours ``a < b`` among the positive distances, and the threshold
+    their geometric mean ``sqrt(a * b)``; a ratio below :data:`AUTO_MIN_RATIO` (2) is no gap.  Without one, zero
+    distances (identical local models) against positive ones are the gap (threshold: half the smallest positive
+    distance), and otherwise the clients are one group (threshold: the largest distance, every pair joined).
+    """
+    D = np.asarray(D, dtype=np.float64)
+    d = D[np.triu_indices(len(D), 1)] if D.ndim == 2 else np.zeros(0)
+    d = np.sort(d[np.isfinite(d)])
+    positive = d[d > 0]
+    if len(positive) >= 2:
+        ratios = positive[1:] / positive[:-1]
+        i = int(ratios.argmax())
+        if ratios[i] >= AUTO_MIN_RATIO:
+            return float(np.sqrt(positive[i] * positive[i + 1]))
+    if len(positive) and len(positive) < len(d):
+        return float(positive[0] / 2)
+    return float(positive[-1]) if len(positive) else float(np.finfo(np.float64).tiny)
 
 
 def _check_train_config(config: ConfigRecord | None) -> None:
@@ -898,7 +926,11 @@ class IFCA(_AssignThenTrain):
     :func:`synth.algorithms.common.apply_round`).  Parameters as :class:`ClusteredStrategy`, plus ``n_clusters``
     (k), ``averaging``, ``client_choice`` and ``n_init``.
 
-    ``n_init``: IFCA's restarts (Sec. VI-A), run side by side.  ``initial_arrays`` holds ``n_init * n_clusters``
+    ``n_init``: IFCA's restarts (Sec. VI-A), run side by side.  Left out, it is :data:`DEFAULT_RESTARTS` (5) when
+    ``initial_arrays`` is one record (the strategy replicates it into every run's starts) and ``client_choice`` is
+    True, else 1 (``initial_arrays`` stacking the ``k`` models is one run of the user's own starts): one start of
+    ``k`` replicated models can leave two groups in one cluster (a 3-group digits app: 2 of 5 seeds separate the
+    groups with one start, 5 of 5 with five).  ``initial_arrays`` holds ``n_init * n_clusters``
     models, run by run (or one record, replicated); every message carries them all with ``config["runs"]``, each
     client picks and trains its lowest-loss model of every run and returns one model per run (stacked), and
     each run is averaged on its own.  A round's clusters and evaluation are those of the run of lowest total
@@ -918,12 +950,15 @@ class IFCA(_AssignThenTrain):
 
     algorithm = "IFCA"
 
-    def __init__(self, n_clusters: int, *, averaging: str = "model", client_choice: bool = True, n_init: int = 1,
-                 **options):
+    def __init__(self, n_clusters: int, *, averaging: str = "model", client_choice: bool = True,
+                 n_init: int | None = None, **options):
         super().__init__(n_clusters, averaging=averaging, **options)
         if not isinstance(client_choice, bool):
             raise TypeError(f"client_choice must be True or False, got {client_choice!r}")
         self._client_choice = client_choice
+        self._n_init_given = n_init is not None
+        if n_init is None:  # restarts where the strategy makes the starts itself (and the client chooses)
+            n_init = DEFAULT_RESTARTS if client_choice else 1
         self.n_init = check_int("n_init", n_init, low=1)
         if self.n_init > 1 and not client_choice:
             raise ValueError(f"n_init={n_init} restarts need client_choice=True (each client trains its model of "
@@ -942,6 +977,12 @@ class IFCA(_AssignThenTrain):
 
     def _n_models(self) -> int:
         return self.n_clusters * self.n_init
+
+    def _initial_models(self, initial_arrays: ArrayRecord) -> np.ndarray:
+        if not self._n_init_given and isinstance(initial_arrays, ArrayRecord) and len(
+                split_clusters(initial_arrays)) > 1:  # the user's own k starts: one run of them
+            self.n_init = self._runs = 1
+        return super()._initial_models(initial_arrays)
 
     def _assign(self, losses: np.ndarray) -> np.ndarray:
         return group_argmin(losses, self.n_clusters)[:, 0]
@@ -1051,16 +1092,24 @@ class SRFCA(ClusteredStrategy):
     (:attr:`distance_quantiles`, round 1's ``distance-quantiles``: min, 10 %, 25 %, median, 75 %, 90 %, max).
     ``diameter``: D, the diameter of Alg. 3's ``W``, a ball around ``center`` (an ``ArrayRecord`` of the model's
     arrays; default all zeros): each TrimmedMeanGD step ends with the projection onto it; ``None``: ``W = R^P``.
+
+    ``threshold="auto"``: ONE_SHOT takes the threshold from the largest gap in the local models' sorted pairwise
+    distances (:func:`auto_threshold`) and MERGE uses the same number (:attr:`threshold` after round 1, also
+    round 1's ``threshold`` metric).  The rule finds the coarsest separation of the clients: groups at very
+    unequal distances from each other can be joined; :attr:`distance_quantiles` shows the distances.
     """
 
     algorithm = "SR-FCA"
 
-    def __init__(self, threshold: float, *, min_size: int = 2, beta: float = 0.1, n_refine: int = 2,
+    def __init__(self, threshold: float | str, *, min_size: int = 2, beta: float = 0.1, n_refine: int = 2,
                  local_train_steps: int = 100, local_step_size: float = 0.1, trmean_steps: int = 50,
                  trmean_step_size: float = 0.1, dist: str = "l2", local_start: ArrayRecord | None = None,
                  diameter: float | None = None, center: ArrayRecord | None = None, **options):
         super().__init__(**options)
-        self.threshold = check_real("threshold", threshold, low=0.0, low_inclusive=False)
+        self.auto = isinstance(threshold, str) and threshold == "auto"
+        if isinstance(threshold, str) and not self.auto:
+            raise ValueError(f"threshold must be a number > 0 or 'auto', got {threshold!r}")
+        self.threshold = "auto" if self.auto else check_real("threshold", threshold, low=0.0, low_inclusive=False)
         self.min_size = check_int("min_size", min_size, low=1)
         self.beta = check_real("beta", beta, low=0.0, high=0.5, high_inclusive=False)
         self.n_refine = check_int("n_refine", n_refine, low=0)
@@ -1182,6 +1231,8 @@ class SRFCA(ClusteredStrategy):
             extra = {"phase": "one-shot"}
             if self.distance_quantiles:  # the distribution the threshold cuts (QUANTILES)
                 extra["distance-quantiles"] = list(self.distance_quantiles)
+            if self.auto and not isinstance(self.threshold, str):
+                extra["threshold"] = self.threshold
         else:
             grads = self._collect(server_round, GRADIENT, by_type[GRADIENT], self._pending["gradient"], models=1)
             self._gradient_step(grads)
@@ -1216,6 +1267,8 @@ class SRFCA(ClusteredStrategy):
         replies = _Replies(self.layout.n_params, [self.n_samples[n] for n in nodes])
         D = client_distances(replies, stack, self.dist, L)
         self.distance_quantiles = _distance_quantiles(D)
+        if self.auto:
+            self.threshold = auto_threshold(D)
         if self.distance_quantiles:
             log(INFO, "%s ONE_SHOT: pairwise %s distances of %d local models: %s; threshold %g", self.algorithm,
                 self.dist, len(nodes), ", ".join(f"{name} {v:.4g}" for name, v in zip(
