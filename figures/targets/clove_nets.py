@@ -12,6 +12,7 @@ IFCA, the clustered FeSEM, FlexCFL, PACFL and the personalised Per-FedAvg, FedPr
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from ..plots.dotplot import Dot, dot_plot
 from ..plots.style import (
@@ -565,8 +566,6 @@ def _clove_row(item: str, pub, recs: list[dict], metric: str, alg: str, scale: f
                note: str, digits: int = 2) -> list[Row]:
     """A CLoVE table's number under CLoVE's scoring (:data:`SCORING`) and, for IFCA, its min-loss score as a
     second protocol (shown, not counted); runs without the assigned model's score are stale."""
-    from dataclasses import replace
-
     key = _scored_key(recs, metric, alg)
     if _unscored(recs, metric, alg):
         s = summary_by(recs, metric)
@@ -598,11 +597,22 @@ def _text_target(artifact: str):
             note = "; ".join([*errors(recs), *filter(None, [_personal(ctx, dict(SUP)[p.row])[1]])])
             if artifact == "Table 11":
                 key = "percent" if "% of final" in p.column else "first"
-                values, why_censored = censored(rounds_to(recs, "ari", lambda v: v >= 0.9, percent_at=10), key,
-                                                _text_rounds(ctx))
+                # "first round when ARI >= 90%" read as 90 % of the seed's final ARI: the paper's own numbers rule out
+                # an absolute 0.9 here (IFCA ends at ARI 0.29 on Amazon yet "reaches" it at round 2.7; CFL at 0.07
+                # and round 24.3; FlexCFL on AG News at 0.02 and round 1.0); the absolute reading is a second row
+                of_final = 0.9 if key == "first" else None
+                values, why_censored = censored(rounds_to(recs, "ari", lambda v: v >= 0.9, percent_at=10,
+                                                          of_final=of_final), key, _text_rounds(ctx))
                 s = summarise_values(values)
                 rows.append(numeric_row(item, p, s.mean, s.std, s["n"], 1.0, reason,
-                                        "; ".join(filter(None, [note, why_censored]))))
+                                        "; ".join(filter(None, [note, why_censored, "read as >= 90 % of the final "
+                                                                "ARI" if of_final else ""]))))
+                if of_final:
+                    absolute, why_abs = censored(rounds_to(recs, "ari", lambda v: v >= 0.9), key, _text_rounds(ctx))
+                    a = summarise_values(absolute)
+                    rows.append(replace(numeric_row(item, p, a.mean, a.std, a["n"], 1.0, reason, why_abs),
+                                        item=f"{item} [absolute ARI >= 0.9, a reading the paper's numbers rule out; "
+                                             "not counted]", counted=False))
             elif artifact == "Table 3":
                 key = _scored_key(recs, "test_accuracy", p.row)
                 s = summary_by(recs, key)

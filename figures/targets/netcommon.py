@@ -253,15 +253,24 @@ def mean_curve(records: list[dict], key: str, transform=None,
     return np.arange(1, A.shape[1] + 1), mean, lo, hi
 
 
-def rounds_to(records: list[dict], key: str, test, percent_at: int | None = None) -> dict[str, Any]:
+def rounds_to(records: list[dict], key: str, test, percent_at: int | None = None,
+              of_final: float | None = None) -> dict[str, Any]:
     """Per seed: the first round (1-based) whose ``key`` satisfies ``test`` (None if never), and, if
-    ``percent_at`` is given, 100 * value at that round / final value (CLoVE Table 4's "% of final ARI")."""
+    ``percent_at`` is given, 100 * value at that round / final value (CLoVE Table 4's "% of final ARI").
+    ``of_final``: instead of ``test``, the first round whose value reaches ``of_final`` times the seed's own final
+    value (never, where the final value is not positive)."""
     firsts, percents = [], []
     for r in records:
         if not ok(r):
             continue
         vals = ((r["result"] or {}).get("history") or {}).get(key) or []
-        first = next((i + 1 for i, v in enumerate(vals) if v is not None and test(v)), None)
+        reached = test
+        if of_final is not None:
+            final = vals[-1] if vals and vals[-1] is not None else 0.0
+
+            def reached(v, level=of_final * final, final=final):
+                return final > 0 and v >= level
+        first = next((i + 1 for i, v in enumerate(vals) if v is not None and reached(v)), None)
         firsts.append(first)
         if percent_at is not None and vals:
             final = vals[-1]

@@ -384,13 +384,15 @@ def number_verdict(test: NumberTest, paper: PaperNumber, p_differ: float | None 
 
 def judge_numbers(rows: list[Row], alpha: float = ALPHA, min_seeds: int = MIN_SEEDS) -> list[Row]:
     """Rows with :attr:`Row.paper_number` (a reproduced number at the paper's setting) re-judged with Holm over the
-    numbers of each table (paper and artifact of the row's source): over the difference tests and, separately, over
-    the equivalence tests.  Other rows are returned unchanged."""
+    counted numbers of each table (paper and artifact of the row's source): over the difference tests and,
+    separately, over the equivalence tests; rows not counted (second protocols) are judged alone.  Other rows are
+    returned unchanged."""
     families: dict[str, list[int]] = {}
     judged = [i for i, r in enumerate(rows) if r.paper_number is not None and r.stats is not None
               and head(r.verdict) not in (STALE, SUSPECT)]
     for i in judged:
-        if int(rows[i].stats[2]) >= min_seeds:
+        # a table's family is its counted numbers: a second-protocol row (not counted) is judged on its own
+        if int(rows[i].stats[2]) >= min_seeds and rows[i].counted:
             families.setdefault(rows[i].source.split(":")[0], []).append(i)
     size = {i: len(idx) for idx in families.values() for i in idx}
     tests: dict[int, tuple[NumberTest, PaperNumber]] = {}
