@@ -69,6 +69,49 @@ def test_example_is_a_valid_flower_app():
 
 
 
+@pytest.mark.flower
+def test_example_server_app_in_process():
+    """The app's ServerApp and ClientApp on an in-process grid (no Ray): the final cluster models hold the BatchNorm
+    network's state_dict (its running statistics and counter included) and load into ``Net``; each client's last
+    evaluation carries its partition, from which the app reports accuracy by group."""
+    from flwr.app import Context, RecordDict
+
+    from nets.flower.arrays import cluster_state_dict
+    from nets.flower.inline import InlineGrid
+
+    sys.path.insert(0, str(APP))
+    try:
+        import flower_ifca.server_app as server_app
+        from flower_ifca.client_app import app as client_app
+        from flower_ifca.task import Net
+    finally:
+        sys.path.remove(str(APP))
+    config = {"num-server-rounds": 2, "min-nodes": 4, "local-steps": 2, "num-clusters": 2}
+    grid = InlineGrid(client_app, 4, run_config=config)
+    context = Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=config)
+    seen = {}
+    original = server_app.IFCA
+
+    class Kept(original):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            seen["strategy"] = self
+
+    server_app.IFCA = Kept
+    try:
+        server_app.main(grid, context)  # the function @app.main() registers
+    finally:
+        server_app.IFCA = original
+    models = context.state["final-models"]
+    assert {"cluster0/norm.running_mean", "cluster1/norm.num_batches_tracked"} <= set(models.keys())
+    for j in range(2):
+        Net().load_state_dict(cluster_state_dict(models, j))
+        assert int(cluster_state_dict(models, j)["norm.num_batches_tracked"]) > 0
+    strategy = seen["strategy"]
+    assert sorted(int(m["partition-id"]) for m in strategy.evaluations.values()) == [0, 1, 2, 3]
+    assert all(0.0 <= m["eval-acc"] <= 1.0 for m in strategy.evaluations.values())
+
+
 def _run(run_config: str, supernodes: int = 4) -> MarkedRun:
     """``python -m nets.flower.runner`` on the example, its output (stdout and stderr) read as it comes."""
     return MarkedRun([sys.executable, "-m", "nets.flower.runner", str(APP), "--num-supernodes", str(supernodes),
@@ -89,6 +132,10 @@ def test_example_runs_on_the_simulation_engine():
         found = re.search(r"IFCA clusters by partition: \{(.*)\}", text)
         assert found and sorted(int(p) for p in re.findall(r"(\d+): \d", found.group(1))) == [0, 1, 2, 3]
         assert re.search(r"IFCA final test accuracy 0\.\d+", text)
+        found = re.search(r"IFCA test accuracy by group: \{(.*)\}", text)  # TINY's 4 partitions: 4 groups
+        assert found and [int(g) for g in re.findall(r"(\d+): [01]\.\d+", found.group(1))] == [0, 1, 2, 3]
+        assert re.search(r"IFCA done: 2 cluster models loaded into Net \(BatchNorm batches tracked: \[\d+, \d+\]\)",
+                         text)
         assert marked(run.marker) == []
     finally:
         run.cleanup()

@@ -306,6 +306,7 @@ class ClusteredStrategy(Strategy):
         self.labels: dict[int, int] = {}  # node -> its cluster (last assignment)
         self.partitions: dict[int, int] = {}  # node -> partition-id, where the clients report it
         self.history: list[dict] = []  # per round: {"round", "labels": {node: cluster}, metrics}
+        self.evaluations: dict[int, dict] = {}  # node -> its metrics in the last federated evaluation
         self.lost: list[tuple[int, str, int, str]] = []  # (round, message type, node, why)
         self.num_rounds = 0
         self.running = False
@@ -405,6 +406,7 @@ class ClusteredStrategy(Strategy):
                     break
         if not ok:
             return None
+        self.evaluations = {node: dict(ok[node][METRICS]) for node in sorted(ok)}
         # a client's identity is no metric to average; a reply without num-examples weighs 1
         contents = [RecordDict({METRICS: MetricRecord({self.weighted_by_key: 1, **{
             k: v for k, v in ok[n][METRICS].items() if k != "partition-id"}})}) for n in sorted(ok)]

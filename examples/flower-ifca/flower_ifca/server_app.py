@@ -1,4 +1,4 @@
-"""The ServerApp: IFCA with k cluster models of the user's network, each from its own torch initialisation."""
+"""The ServerApp: IFCA with k cluster models of the user's network, started from its torch initialisation."""
 
 from __future__ import annotations
 
@@ -9,20 +9,24 @@ from flwr.app import ArrayRecord, Context
 from flwr.serverapp import Grid, ServerApp
 from flwr.supercore import log
 
-from nets.flower.arrays import split_clusters, stack_clusters
+from nets.flower.arrays import cluster_state_dict, split_clusters, stack_clusters
 from nets.flower.clustered import IFCA
 
-from .task import Net, setting
+from .task import Net, group_of, setting
 
 app = ServerApp()
 
 
 @app.main()
 def main(grid: Grid, context: Context) -> None:
-    """Run IFCA; log each SuperNode's cluster and the clusters' test accuracy."""
+    """Run IFCA; log each SuperNode's cluster, the test accuracy overall and per group, and load each cluster's
+    model into the user's network."""
     k = int(setting(context, "num-clusters"))
+    groups = int(setting(context, "groups"))
     torch.manual_seed(int(setting(context, "seed")))
-    initial = stack_clusters([ArrayRecord(Net().state_dict()) for _ in range(k)])  # k independent starts
+    # one record: the strategy makes each run's k starts from it and runs n_init (default 5) restarts side by side,
+    # keeping the run of lowest total loss (stack_clusters([...k records...]) would be one run of your own starts)
+    initial = ArrayRecord(Net().state_dict())
     strategy = IFCA(n_clusters=k, local_steps=int(setting(context, "local-steps")), lr=float(setting(context, "lr")),
                     fraction_train=float(setting(context, "fraction-train")),
                     min_available_nodes=int(setting(context, "min-nodes")),
@@ -34,6 +38,20 @@ def main(grid: Grid, context: Context) -> None:
     last = result.evaluate_metrics_clientapp.get(max(result.evaluate_metrics_clientapp, default=0))
     if last is not None:
         log(INFO, "IFCA final test accuracy %.4f, loss %.4f", last["eval-acc"], last["eval-loss"])
-    models = split_clusters(result.arrays)  # result.arrays["cluster-0"], ...: one state_dict record per cluster
-    context.state["final-models"] = stack_clusters(models)  # e.g. torch.save(cluster_state_dict(result, j), ...)
-    log(INFO, "IFCA done: %d cluster models of %d arrays each", len(models), len(models[0]) if models else 0)
+    # each client's own last evaluation (its cluster's model on its test data), gathered by group (rotation)
+    correct: dict[int, float] = {}
+    tested: dict[int, float] = {}
+    for metrics in strategy.evaluations.values():
+        g = group_of(int(metrics["partition-id"]), groups)
+        correct[g] = correct.get(g, 0.0) + metrics["eval-acc"] * metrics["num-examples"]
+        tested[g] = tested.get(g, 0.0) + metrics["num-examples"]
+    log(INFO, "IFCA test accuracy by group: %s", {g: round(correct[g] / tested[g], 4) for g in sorted(tested)})
+    # result.arrays holds one state_dict record per cluster (result.arrays["cluster-0"], ...) and the assignment
+    nets = []
+    for j in range(len(split_clusters(result.arrays))):
+        net = Net()
+        net.load_state_dict(cluster_state_dict(result, j))  # e.g. torch.save(net.state_dict(), f"cluster-{j}.pt")
+        nets.append(net)
+    context.state["final-models"] = stack_clusters(split_clusters(result.arrays))
+    log(INFO, "IFCA done: %d cluster models loaded into Net (BatchNorm batches tracked: %s)", len(nets),
+        [int(net.norm.num_batches_tracked) for net in nets])

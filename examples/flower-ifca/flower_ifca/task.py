@@ -27,15 +27,25 @@ def setting(context: Context, key: str) -> Any:
 
 
 class Net(nn.Module):
-    """8x8 images -> 32 hidden units -> 10 digits."""
+    """8x8 images -> 32 hidden units (batch-normalised) -> 10 digits.
+
+    The BatchNorm layer's running mean and variance and its ``num_batches_tracked`` are part of the
+    ``state_dict``: they travel with the weights, are averaged per cluster (the counter takes the largest of its
+    clients') and come back in each cluster's model."""
 
     def __init__(self) -> None:
         super().__init__()
         self.hidden = nn.Linear(64, 32)
+        self.norm = nn.BatchNorm1d(32)
         self.out = nn.Linear(32, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.out(torch.relu(self.hidden(x.flatten(1))))
+        return self.out(torch.relu(self.norm(self.hidden(x.flatten(1)))))
+
+
+def group_of(partition_id: int, groups: int) -> int:
+    """The group (rotation) of a client: its digits are rotated by ``90 * group`` degrees."""
+    return partition_id % groups
 
 
 def load_data(partition_id: int, num_partitions: int, groups: int, batch_size: int,
@@ -45,10 +55,12 @@ def load_data(partition_id: int, num_partitions: int, groups: int, batch_size: i
     X, y = load_digits(return_X_y=True)
     order = np.random.default_rng(seed).permutation(len(X))
     part = np.array_split(order, num_partitions)[partition_id]
-    images = np.rot90((X[part] / 16.0).reshape(-1, 8, 8), k=partition_id % groups, axes=(1, 2))
+    images = np.rot90((X[part] / 16.0).reshape(-1, 8, 8), k=group_of(partition_id, groups), axes=(1, 2))
     images = torch.tensor(np.ascontiguousarray(images), dtype=torch.float32)
     labels = torch.tensor(y[part], dtype=torch.long)
     cut = int(0.8 * len(part))
     train = TensorDataset(images[:cut], labels[:cut])
     test = TensorDataset(images[cut:], labels[cut:])
-    return DataLoader(train, batch_size=batch_size, shuffle=True), DataLoader(test, batch_size=256)
+    # BatchNorm cannot train on a batch of one sample: such a last batch is dropped
+    return (DataLoader(train, batch_size=batch_size, shuffle=True, drop_last=cut % batch_size == 1),
+            DataLoader(test, batch_size=256))
