@@ -19,7 +19,7 @@ def test_pfllib_options_of_the_cells(tmp_path, size):
     assert _personal(ctx, "fedala", 100)[0]["algo_params"] == {"ala_batch_size": 100, "ala_max_steps": None}
     assert _personal(ctx, "fedproto", 100)[0]["algo_params"] == {
         "scoring": "prototype", "prototype_mean": "clients", "local_prototypes": "during"}
-    assert _personal(ctx, "fedpac", 100)[0]["algo_params"] == {"prototype_mean": "clients"}
+    assert _personal(ctx, "fedpac", 100)[0]["algo_params"] == {"prototype_mean": "clients", "head_assignment": "pfllib"}
     assert ("rounds" in per) == (size == "quick")
     for algo in ("perfedavg", "fedala", "fedproto", "fedpac"):
         check_algo_params(algo, _personal(ctx, algo, 4)[0]["algo_params"])

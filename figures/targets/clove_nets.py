@@ -74,7 +74,8 @@ SUP += PERSONAL
 # entry-wise angle, its 'average' HC (WPGMA) cut at its default threshold cluster_alpha = 3.5 degrees (CLoVE gives
 # no threshold), so PACFL chooses the number of clusters; PFLlib (TsingZ0/PFLlib@d832e76) for the four personalised
 # baselines: FedProto scores by the nearest global prototype, averages the clients' prototypes unweighted and
-# collects them during training; FedPAC averages the prototypes unweighted; Per-FedAvg trains twice per round,
+# collects them during training; FedPAC averages the prototypes unweighted and assigns the combined heads as PFLlib
+# (serverpac.py's mismatch, which costs it 0.11 in bench/pfllib_side_by_side.py); Per-FedAvg trains twice per round,
 # averages by n_i and is scored after one step on one minibatch (_personal adds its batch size); FedALA learns its
 # weights per minibatch (_personal adds the batch size) with the start phase unbounded
 CODE_VARIANTS = {
@@ -85,8 +86,9 @@ CODE_VARIANTS = {
     "fedproto": ({"algo_params": {"scoring": "prototype", "prototype_mean": "clients", "local_prototypes": "during"}},
                  "FedProto as PFLlib (CLoVE Table 6): scored by the nearest global prototype, prototypes the "
                  "clients' unweighted mean of the features seen during training"),
-    "fedpac": ({"algo_params": {"prototype_mean": "clients"}},
-               "FedPAC as PFLlib (CLoVE Table 6): global prototypes the clients' unweighted mean"),
+    "fedpac": ({"algo_params": {"prototype_mean": "clients", "head_assignment": "pfllib"}},
+               "FedPAC as PFLlib (CLoVE Table 6): global prototypes the clients' unweighted mean, combined heads "
+               "assigned as PFLlib does (to the wrong clients, a defect of that code)"),
     "perfedavg": ({"algo_params": {"meta_passes": 2, "meta_weights": "samples"}},
                   "Per-FedAvg as PFLlib (CLoVE Table 6): two training passes per round, models averaged by n_i, "
                   "scored after one step of size alpha on one random training minibatch"),
