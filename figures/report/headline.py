@@ -123,8 +123,6 @@ def tally(entries: list[tuple[str, str, str, list[dict]]]) -> dict[tuple[str, st
             c, v = classify(r), r["verdict"]
             if c == "ordering":
                 t.order[_head(v)] += 1
-                if _head(v) != SHOWN:
-                    t.compared.update(f"{name}:{k}" for k in r["compared"].split(";"))
             elif c == "number":
                 if not paper_data:
                     t.shown += 1
@@ -194,14 +192,14 @@ _AGREE = (AGREES, DIFFERS, NOT_RESOLVED)
 TABLES = {
     "paper data": (("real data", "stored paper-scale runs"), "Real data and stored paper-scale runs", [
         ("published numbers tested", "distinct published values tested against reproduced runs with at least 3 "
-         "seeds (a value scored under two protocols, say IFCA's test beside each client's own, is one number, "
-         "counted by its row at the paper's protocol), or entering an ordering row with at least 3 seeds of both "
-         "methods", lambda t: str(len(t.compared))),
+         "seeds, each once (a value scored under two protocols, say IFCA's test beside each client's own, is one "
+         "number, counted by its row at the paper's protocol; a value that also enters ordering rows is not "
+         "counted again)", lambda t: str(len(t.compared))),
         ("at the paper's setting: agree / differ / not resolved", "published numbers whose runs follow the paper's "
          "protocol in every setting the paper states (the cell's ledger, `figures/published/protocols/`), with at "
-         "least 3 seeds: agree = shown equivalent (TOST within the paper's ± and its rounding, Holm over the "
-         "table), differ = a significant difference outside that margin (Welch, Holm), not resolved = neither",
-         lambda t: _abc(t.at("same"), _AGREE)),
+         "least 3 seeds: agree = shown equivalent (TOST within the margin declared from the paper alone, "
+         "`--verdict-power`, Holm over the table), differ = a significant difference outside that margin (Welch, "
+         "Holm), not resolved = neither", lambda t: _abc(t.at("same"), _AGREE)),
         ("near the paper: agree / differ / not resolved", "the same tests for published numbers whose runs "
          "deviate from the paper in a declared setting (or whose cell has no ledger)",
          lambda t: _abc(t.at("deviates"), _AGREE)),
@@ -210,8 +208,9 @@ TABLES = {
          "look like misprints (reason on the row): none of these is counted as agreeing or differing",
          lambda t: f"{t.count(SHOWN)} / {t.count(STALE)} / {t.count(SUSPECT)}"),
         ("orderings agree / differ / not resolved", "pairs of methods of one cell with at least 3 seeds each: the "
-         "paper's order made significantly by the seeds (Welch, Holm over the cell's pairs), or a paper tie shown "
-         "equivalent within the tie's width (TOST); differ: the opposite order, or a tie the seeds order",
+         "paper's order made significantly by the seeds (Welch, Holm over the cell's pairs), or a pair the "
+         "paper's own numbers do not separate shown equivalent within the declared margin (TOST); differ: the "
+         "opposite order, or such a tie the seeds order",
          lambda t: _abc(t.order, _AGREE)),
         ("claims agree / differ / not resolved", "the papers' qualitative statements, by the same rule as the "
          "orderings (at least 3 seeds, t-tests or TOST, Holm over the claim's tests)",
