@@ -123,3 +123,16 @@ def test_srfca_auto_threshold_finds_the_groups():
     assert s.distance_quantiles[-1] > s.threshold > s.distance_quantiles[0]
     with pytest.raises(ValueError, match="threshold must be a number > 0 or 'auto'"):
         SRFCA(threshold="largest-gap")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_srfca_auto_threshold_separates_three_groups_with_cross_distances(seed, three_groups):
+    """The 3-group digits app, SR-FCA with threshold='auto' and Def. 5.1's cross-cluster losses (dist='cross'):
+    ARI 1 on seeds 0-4.  (The local networks' l2 distances separate the groups by a ratio below 2 here, which
+    threshold='auto' reads as one group.)"""
+    torch.manual_seed(seed)
+    s = SRFCA(threshold="auto", dist="cross", local_train_steps=50, local_step_size=0.5, trmean_steps=2, n_refine=1,
+              trmean_step_size=0.5, evaluate_every=0, seed=seed)
+    s.start(InlineGrid(three_groups, GROUPS * PER_GROUP), ArrayRecord(DigitsMLP().state_dict()))
+    assert _ari(s) == 1.0, ({s.partitions[n]: c for n, c in s.labels.items()}, s.threshold, s.distance_quantiles)
+    assert s.distance_quantiles[0] < s.threshold < s.distance_quantiles[-1]

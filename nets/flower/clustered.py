@@ -1098,7 +1098,9 @@ class SRFCA(ClusteredStrategy):
     ``threshold="auto"``: ONE_SHOT takes the threshold from the largest gap in the local models' sorted pairwise
     distances (:func:`auto_threshold`) and MERGE uses the same number (:attr:`threshold` after round 1, also
     round 1's ``threshold`` metric).  The rule finds the coarsest separation of the clients: groups at very
-    unequal distances from each other can be joined; :attr:`distance_quantiles` shows the distances.
+    unequal distances from each other can be joined; :attr:`distance_quantiles` shows the distances.  For neural
+    networks use it with ``dist="cross"``: their local models' l2 distances can differ between and within groups
+    by a ratio below 2 (tests/test_flower_defaults.py).
     """
 
     algorithm = "SR-FCA"
