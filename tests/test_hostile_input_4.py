@@ -658,7 +658,11 @@ def test_committed_stores_carry_digests_and_an_edited_copy_is_refused(store_dir,
 
 def _campaign_runs() -> list[Path]:
     out = []
-    for path in sorted((ROOT / "figures" / "measured").glob("*/*.json")):
+    # runs of a folder and of a superseded protocol kept in a subfolder (srfca-simulated/sgd-full-batch/)
+    for path in sorted([*(ROOT / "figures" / "measured").glob("*/*.json"),
+                        *(ROOT / "figures" / "measured").glob("*/*/*.json")]):
+        if "/store/" in path.as_posix():
+            continue
         data = json.loads(path.read_text(encoding="utf-8"))
         if isinstance(data, dict) and data.get("campaign"):
             out.append(path)
@@ -676,7 +680,7 @@ def _committed_runs() -> dict[str, dict] | None:
         return None
     out = {}
     for name in names:
-        if name.count("/") != 3 or not name.endswith(".json") or "/store/" in name:
+        if name.count("/") not in (3, 4) or not name.endswith(".json") or "/store/" in name:
             continue
         blob = subprocess.run(["git", "show", f"HEAD:{name}"], cwd=ROOT, capture_output=True, timeout=60).stdout
         data = json.loads(blob)

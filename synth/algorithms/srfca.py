@@ -114,7 +114,8 @@ def pivot_clusters(adjacency: np.ndarray, rng: np.random.Generator, keep_above: 
     than ``keep_above`` nodes are kept (ONE_SHOT passes ``t``, so ``t = 2`` keeps clusters of at least 3 clients;
     MERGE passes 0), numbered in the order they were formed; nodes of dropped clusters get -1.
     """
-    A = np.asarray(adjacency, dtype=bool)
+    A = _check_square("adjacency", np.asarray(adjacency, dtype=float)) != 0
+    keep_above = check_int("keep_above", keep_above, low=0)
     n = A.shape[0]
     left = np.ones(n, dtype=bool)
     labels = np.full(n, -1, dtype=np.int64)
