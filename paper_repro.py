@@ -39,6 +39,10 @@ def _parser(targets):
                            "smoke-test size, seconds per target, never comparable to a paper), quick (= --quick), "
                            "medium (the papers' data sets, reduced; needs the data directory), full (= --full)")
     parser.add_argument("--list", action="store_true", help="name every target and exit")
+    parser.add_argument("--seal-runs", dest="seal_runs", nargs="+", default=None, metavar="PATH",
+                        help="give campaign run files written before digests (files, or every *.json of a folder) "
+                             "their digest, after checking them, and exit; a digest tells a file changed after it "
+                             "was written, it is no signature against a forger")
     parser.add_argument("--verdict-power", dest="verdict_power", action="store_true",
                         help="print, for each published value of the campaign's cells, the declared equivalence "
                              "margin, P(agrees) of a perfect reproduction at the stored and at the paper's seed "
@@ -246,6 +250,8 @@ def _main(argv) -> int:
     args = parser.parse_args(argv)
     _check_combination(args, parser.given_options(argv))
     n_jobs = _n_jobs(args.n_jobs)
+    if args.seal_runs is not None:
+        return _seal(args.seal_runs)
     if args.verdict_power:
         from figures.campaign.planner import HERE, MANIFEST
         from figures.verdicts.power import power_table
@@ -295,6 +301,25 @@ def _main(argv) -> int:
     for st in report.unreadable:  # the report lists them; the exit status says the report is incomplete
         print(f"paper_repro.py: unreadable status, counted nowhere: {st.reason}", file=sys.stderr)
     return 1 if failed or report.unreadable else 0
+
+
+def _seal(paths: list[str]) -> int:
+    """``--seal-runs``: seal each campaign run file of ``paths`` written before digests (figures.campaign.store)."""
+    from figures.campaign.store import seal_run
+    from synth.cli import UsageError
+
+    files = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files += sorted(p.glob("*.json"))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise UsageError(f"paper_repro.py: error: --seal-runs: {p} is neither a file nor a folder")
+    sealed = sum(seal_run(f) for f in files)
+    print(f"paper_repro.py: sealed {sealed} of {len(files)} file(s); the others already had a digest (checked) or "
+          "are no campaign runs")
+    return 0
 
 
 def _run_targets(ctx, runnable: list[tuple[int, str]], total: int, bar: bool) -> list[str]:

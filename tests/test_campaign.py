@@ -8,6 +8,8 @@ import math
 
 import pytest
 
+from synth.store import with_digest
+
 pytest.importorskip("torch")
 
 from figures.campaign import costs as campaign_costs  # noqa: E402
@@ -182,8 +184,9 @@ def test_a_points_stored_runs_replace_its_timed_estimate(tmp_path, fake_data):
     stored = [r for r in cell.requests if r.trial == 0 and r.point["algo"] in ("global", "ifca")]
     for r, cpu in zip(stored, (360.0, 720.0), strict=True):  # 0.1 and 0.2 h against the timed 1 h
         r.path(root).parent.mkdir(parents=True, exist_ok=True)
-        r.path(root).write_text(json.dumps({"campaign": 1, "folder": r.folder, "seed": r.seed, "point": r.point,
-                                            "cpu_seconds": cpu, "result": {"test_loss": 0.03}}))
+        r.path(root).write_text(json.dumps(with_digest({"campaign": 1, "folder": r.folder, "seed": r.seed,
+                                                        "point": r.point, "cpu_seconds": cpu,
+                                                        "result": {"test_loss": 0.03}})))
     (plan,) = campaign.plan([cell], timings, 40.0, root, fake_data)
     # 3 seeds: global 3 x 0.1 h, IFCA 3 x 0.2 h, Local and CLoVE 3 x 1 h (timed)
     assert math.isclose(plan.seconds_minimal / 3600, 0.3 + 0.6 + 6.0)
@@ -209,10 +212,10 @@ def test_a_gpu_takes_the_named_cells_in_order_and_its_runs_cost_no_cpu_budget(tm
     first.path(root).parent.mkdir(parents=True, exist_ok=True)
     record = {"campaign": 1, "folder": first.folder, "seed": first.seed, "point": first.point, "cpu_seconds": 40.0,
               "device": "cuda: NVIDIA H100 80GB HBM3", "result": {}}
-    first.path(root).write_text(json.dumps(record))
+    first.path(root).write_text(json.dumps(with_digest(record)))
     assert campaign.gpu_queue(cells, ["mnist-rotated:1200"], root) == todo[1:9]  # stored: not queued again
     assert campaign.stored_seconds(root) == {}  # a GPU's 40 s price no CPU run and spend no CPU budget
-    first.path(root).write_text(json.dumps(dict(record, device="cpu: AMD EPYC, 2 cores")))
+    first.path(root).write_text(json.dumps(with_digest(dict(record, device="cpu: AMD EPYC, 2 cores"))))
     assert list(campaign.stored_seconds(root).values()) == [[40.0]]
     monkeypatch.setenv("CFLAB_COMMIT", "27aba92")
     assert campaign.commit() == "27aba92"  # a copy of the tree on a lent GPU says which commit it was sent at
@@ -253,7 +256,7 @@ def test_a_stored_file_of_another_run_is_refused(tmp_path):
     other = campaign.RunRequest("t", "f", 0, 0, dict(point, rounds=3), 5, "figures.trials.nets_trial")
     path = req.path(tmp_path)
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"folder": "f", "seed": 5, "point": other.point, "result": {}}))
+    path.write_text(json.dumps(with_digest({"folder": "f", "seed": 5, "point": other.point, "result": {}})))
     with pytest.raises(StoreError, match="holds another run"):
         campaign_store.load_run(path, req)
     path.write_text("{not json")
@@ -285,7 +288,7 @@ def test_paper_scale_rows_test_stored_runs_against_the_papers_numbers(tmp_path, 
                   "result": result}
         if r.point["algo"] == "ifca":  # made on a lent GPU: its rows say so
             record["device"] = "cuda: NVIDIA H100 80GB HBM3 (torch 2.11.0+cu130, CUDA 13.0)"
-        path.write_text(json.dumps(record))
+        path.write_text(json.dumps(with_digest(record)))
     rows, cells = campaign_rows(root, fake_data)
     mnist = [rows[c["row"]] for c in cells if c["pub"].column == "MNIST"]
     by = {r.item.split(" / ")[-1].split(" [")[0]: r for r in mnist if r.counted}

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from synth.store import with_digest
+
 pytest.importorskip("torch")
 distributed = pytest.importorskip("distributed")
 
@@ -227,10 +229,10 @@ def test_makespan_is_list_scheduling_longest_first():
 def _stored(req: RunRequest, root: Path, device: str, wall: float, cpu: float, suffix: str = "") -> None:
     path = req.path(root).with_name(req.path(root).stem + suffix + ".json")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"campaign": 1, "folder": req.folder, "seed": req.seed, "point": req.point,
+    path.write_text(json.dumps(with_digest({"campaign": 1, "folder": req.folder, "seed": req.seed, "point": req.point,
                                 "trial": req.trial, "point_index": req.point_index, "device": device,
                                 "wall_seconds": wall, "cpu_seconds": cpu, "finished": "2026-11-28T00:00:00+0000",
-                                "result": {}}))
+                                "result": {}})))
 
 
 def test_gpu_timings_are_stored_with_their_device_and_price_runs(tmp_path):

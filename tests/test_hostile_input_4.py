@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from synth.store import with_digest
+
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "CFLAB_QUIET": "1"}
 
@@ -355,8 +357,9 @@ def test_stored_runs_are_not_timed_again_whatever_rule_their_timing_followed(tmp
 
     def store(r, cpu=60.0):
         r.path(root).parent.mkdir(parents=True, exist_ok=True)
-        r.path(root).write_text(json.dumps({"campaign": 1, "folder": r.folder, "seed": r.seed, "point": r.point,
-                                            "cpu_seconds": cpu, "device": "cpu: test", "result": {"ari": 1.0}}))
+        r.path(root).write_text(json.dumps(with_digest({"campaign": 1, "folder": r.folder, "seed": r.seed,
+                                                        "point": r.point, "cpu_seconds": cpu, "device": "cpu: test",
+                                                        "result": {"ari": 1.0}})))
 
     # seed 0 of IFCA and CLoVE stored: those points are priced by their runs, the other two are timed again
     for r in cell.requests:
@@ -725,9 +728,11 @@ def test_an_edited_campaign_run_is_refused_naming_the_file(tmp_path, field):
     path.write_text(json.dumps(data, indent=2))
     with pytest.raises(ValueError, match=rf"{path}: changed after it was written"):
         load_run(path)
-    # a run written before digests is read as it is, and sealed with nothing else changed
+    # a run written before digests is refused until sealed, and sealed with nothing else changed
     path.write_text(json.dumps(run, indent=2))
-    assert load_run(path) == run and seal_run(path) and load_run(path) == run
+    with pytest.raises(ValueError, match="has no digest"):
+        load_run(path)
+    assert seal_run(path) and load_run(path) == run
     assert json.loads(path.read_text()) == with_digest(run) and not seal_run(path)
 
 

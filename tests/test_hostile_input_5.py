@@ -148,3 +148,100 @@ def test_stale_changed_keys_must_name_point_keys(tmp_path):
         load_ledger(_minimal_ledger(tmp_path, bad))
     good = '\n[stale]\nreason = "r"\nchanged_keys = ["validation"]\nrerun = "x"\n'
     assert load_ledger(_minimal_ledger(tmp_path, good)).stale.changed_keys == ("validation",)
+
+
+# -- stored runs: digest required, ranges, regular files, sealing --------------------------------------------------
+def _run_file(root, name="x-1.json", seal=True, **result):
+    import json
+
+    from synth.store import with_digest
+
+    rec = {"campaign": 1, "folder": "f", "seed": 1, "point": {"algo": "global", "dataset": "mnist-rotated",
+                                                              "clients": 4}, "cpu_seconds": 10.0,
+           "device": "cpu: x", "result": {"test_accuracy": 0.5, **result}}
+    folder = root / "f"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(json.dumps(with_digest(rec) if seal else rec))
+    return folder / name
+
+
+def test_pricing_refuses_a_run_file_without_digest_or_with_a_negative_cost(tmp_path):
+    import json
+
+    from figures.campaign.costs import stored_seconds
+    from synth.store import StoreError, with_digest
+
+    _run_file(tmp_path)
+    assert stored_seconds(tmp_path)  # the sealed run prices its point
+    forged = _run_file(tmp_path, "y-2.json", seal=False)
+    with pytest.raises(StoreError, match="y-2.json: has no digest"):
+        stored_seconds(tmp_path)
+    rec = json.loads(forged.read_text())
+    rec["cpu_seconds"] = -1e12
+    forged.write_text(json.dumps(with_digest(rec)))
+    with pytest.raises(StoreError, match="y-2.json: field cpu_seconds must be a finite number"):
+        stored_seconds(tmp_path)
+
+
+@pytest.mark.parametrize("bad", ["abc", 10**400, [0.5], float("inf")])
+def test_a_run_whose_result_is_out_of_range_is_refused_naming_the_field(bad, tmp_path):
+    import json
+
+    from figures.campaign.store import load_run
+    from synth.store import StoreError
+
+    path = _run_file(tmp_path, seal=False)
+    rec = json.loads(path.read_text())
+    rec["result"]["test_accuracy"] = bad
+    try:
+        from synth.store import with_digest
+
+        path.write_text(json.dumps(with_digest(rec)))
+    except ValueError:  # a non-finite number cannot be sealed: written plain, refused for its missing digest
+        path.write_text(json.dumps(rec))
+    with pytest.raises(StoreError, match="x-1.json"):
+        load_run(path)
+
+
+def test_a_deleted_digest_is_no_way_around_the_check(tmp_path):
+    import json
+
+    from figures.campaign.store import load_run
+    from synth.store import StoreError
+
+    path = _run_file(tmp_path)
+    rec = json.loads(path.read_text())
+    del rec["digest"]
+    rec["result"]["test_accuracy"] = 0.99
+    path.write_text(json.dumps(rec))
+    with pytest.raises(StoreError, match="has no digest"):
+        load_run(path)
+
+
+def test_a_fifo_by_a_runs_name_is_refused_not_waited_on(tmp_path):
+    import os
+
+    from figures.campaign.costs import stored_seconds
+    from synth.store import StoreError
+
+    (tmp_path / "f").mkdir()
+    os.mkfifo(tmp_path / "f" / "z-3.json")
+    with pytest.raises(StoreError, match="z-3.json: not a regular file"):
+        stored_seconds(tmp_path)
+
+
+def test_seal_runs_seals_older_runs_and_refuses_edited_ones(tmp_path, capsys):
+    import json
+
+    import paper_repro
+    from figures.campaign.store import load_run
+
+    old = _run_file(tmp_path, seal=False)
+    assert paper_repro.main(["--seal-runs", str(tmp_path / "f")]) == 0
+    assert "sealed 1 of 1" in capsys.readouterr().out
+    assert load_run(old)["result"]["test_accuracy"] == 0.5
+    rec = json.loads(old.read_text())
+    rec["result"]["test_accuracy"] = 0.9  # edited after sealing
+    old.write_text(json.dumps(rec))
+    assert paper_repro.main(["--seal-runs", str(old)]) == 2
+    assert "changed after it was written" in capsys.readouterr().err

@@ -18,7 +18,7 @@ from synth.store import write_json_atomic
 
 from .cells import Cell, minimal_seeds
 from .provenance import commit
-from .store import HERE, RunRequest, run_point
+from .store import HERE, RunRequest, load_run, read_run_file, run_point
 
 __all__ = ["BIG_CLIENTS", "BIG_MEMORY_FRACTION", "MAX_ROUND_SECONDS", "MAX_RUN_SECONDS", "TIMINGS", "check_timings",
            "measure", "read_timings", "run_seconds", "stored_seconds"]
@@ -341,14 +341,15 @@ def _point_key(folder: str, point: dict) -> str:
 
 
 def _stored_runs(root: Path = HERE) -> Iterable[dict]:
-    """Every readable campaign run record under ``root`` (a file being written or of another kind is skipped)."""
-    for path in Path(root).glob("*/*.json"):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+    """Every campaign run record under ``root``, each read by :func:`figures.campaign.store.load_run` (digest,
+    ranges, regular file: a forged or edited file is an error naming it, never a price); files of another kind
+    (the timings, a sweep's files) are skipped."""
+    for path in sorted(Path(root).glob("*/*.json")):
+        if path.name == "campaign_timings.json":
             continue
-        if isinstance(data, dict) and data.get("campaign"):
-            yield data
+        raw = read_run_file(path)
+        if isinstance(raw, dict) and raw.get("campaign"):
+            yield load_run(path)
 
 
 def stored_seconds(root: Path = HERE) -> dict[str, list[float]]:

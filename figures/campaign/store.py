@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,7 +18,8 @@ from synth.montecarlo import trial_seed
 from synth.spec import callable_name
 from synth.store import StoreError, check_digest, with_digest, write_json_atomic
 
-__all__ = ["RunRequest", "load_run", "run_point", "seal_run", "stale_run", "stored_records"]
+__all__ = ["RECORD_BOUNDS", "RESULT_BOUNDS", "RunRequest", "load_run", "read_run_file", "run_point", "seal_run",
+           "stale_run", "stored_records"]
 
 # keys of a point that do not change what a run computes (where it runs, where its files are)
 HERE = Path(__file__).parent.parent / "measured"  # the store: figures/measured/<folder>/<run>.json
@@ -54,20 +56,63 @@ class RunRequest:
         return Path(root) / self.folder / f"{algo}-{self.key}.json"
 
 
-def load_run(path: Path, request: RunRequest | None = None) -> dict | None:
-    """The stored run at ``path`` without its digest (None when there is none); a file that is not a run of
-    ``request``, or whose content does not match its digest (:func:`synth.store.check_digest`: edited after the
-    runner wrote it), is an error naming the file, never silently read."""
-    if not path.is_file():
-        return None
+# the numbers a run's result and record carry that the readers compute with: finite, and within these bounds
+RESULT_BOUNDS = {"test_accuracy": (0.0, 1.0), "test_accuracy_code": (0.0, 1.0), "validation_accuracy": (0.0, 1.0),
+                 "test_accuracy_train_identity": (0.0, 1.0), "ari": (-1.0, 1.0), "misclustering": (0.0, 1.0),
+                 "misclustering_matched": (0.0, 1.0), "test_loss": (0.0, 1e6), "test_loss_train_identity": (0.0, 1e6),
+                 "validation_loss": (0.0, 1e6), "seconds": (0.0, 1e8)}
+RECORD_BOUNDS = {"cpu_seconds": (0.0, 1e8), "wall_seconds": (0.0, 1e8), "seed": (0, 2**64)}
+
+
+def read_run_file(path: Path) -> dict | None:
+    """A regular file's JSON object (None when there is no file); a FIFO, device or folder by that name, or text
+    that is not JSON, is a StoreError naming the file (never waited on, never skipped)."""
+    import os
+    import stat
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(mode):
+        raise StoreError(f"{path}: not a regular file (a pipe, device, link or folder by a run's name); remove it")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise StoreError(f"{path}: not a readable campaign run ({type(exc).__name__}: {exc}); delete it to rerun "
                          "that run") from None
+
+
+def _check_bounds(path: Path, where: str, values: dict, bounds: dict) -> None:
+    for key, (low, high) in bounds.items():
+        v = values.get(key)
+        if v is None:
+            continue
+        number = isinstance(v, int | float) and not isinstance(v, bool)
+        ok = number and (isinstance(v, int) or math.isfinite(v)) and low <= v <= high  # ints may exceed a float
+        if not ok:
+            raise StoreError(f"{path}: field {where}{key} must be a finite number in [{low:g}, {high:g}], got "
+                             f"{str(v)[:40]!r}; restore the file or remove it to rerun that run")
+
+
+def load_run(path: Path, request: RunRequest | None = None) -> dict | None:
+    """The stored run at ``path`` without its digest (None when there is none).  A file that is not a regular file,
+    not a run of ``request``, without a digest or whose content does not match it (:func:`synth.store.check_digest`:
+    edited after the runner wrote it; files written before digests: ``python paper_repro.py --seal-runs``), or whose
+    numbers are not finite and in range (:data:`RESULT_BOUNDS`, :data:`RECORD_BOUNDS`), is an error naming the file
+    and the field, never silently read."""
+    data = read_run_file(Path(path))
+    if data is None:
+        return None
     if not isinstance(data, dict) or not isinstance(data.get("result"), dict):
         raise StoreError(f"{path}: not a campaign run (no 'result' object); delete it to rerun that run")
-    data = check_digest(data, path)  # an edited result, device or note is refused (written before digests: as is)
+    if "digest" not in data:
+        raise StoreError(f"{path}: has no digest (the runner seals every run): a file written before digests is "
+                         f"sealed by 'python paper_repro.py --seal-runs {path}'; one edited or copied from elsewhere "
+                         "is restored or removed")
+    data = check_digest(data, path)  # an edited result, device or note is refused
+    _check_bounds(path, "", data, RECORD_BOUNDS)
+    _check_bounds(path, "result.", data["result"], RESULT_BOUNDS)
     if request is not None:
         if (data.get("folder"), data.get("seed")) != (request.folder, request.seed) or \
                 run_point(data.get("point") or {}) != run_point(request.point):
@@ -78,11 +123,21 @@ def load_run(path: Path, request: RunRequest | None = None) -> dict | None:
 
 def seal_run(path: Path) -> bool:
     """Give a campaign run file written before digests its ``digest`` (nothing else changes; a file that has one is
-    checked, see :func:`load_run`); True when the file was rewritten.  Files that are not campaign runs are left."""
-    data = load_run(Path(path))
-    raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    if data is None or not raw.get("campaign") or "digest" in raw:
+    checked, see :func:`load_run`); True when the file was rewritten.  Files that are not campaign runs are left.
+
+    A digest is a SHA-256 of the run's content: it tells a file changed after it was written (an edited result, a
+    deleted field) from one as the runner wrote it.  It is no signature: whoever can write the file can compute a
+    new digest, so it guards against accidents and careless edits, not against a forger."""
+    raw = read_run_file(Path(path))
+    if not isinstance(raw, dict) or not raw.get("campaign"):
         return False
+    if "digest" in raw:
+        load_run(Path(path))  # checked: an edited sealed file is refused, never sealed again
+        return False
+    if not isinstance(raw.get("result"), dict):
+        raise StoreError(f"{path}: not a campaign run (no 'result' object); nothing to seal")
+    _check_bounds(Path(path), "", raw, RECORD_BOUNDS)
+    _check_bounds(Path(path), "result.", raw["result"], RESULT_BOUNDS)
     write_json_atomic(path, with_digest(raw))
     return True
 
