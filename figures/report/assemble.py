@@ -16,10 +16,11 @@ from pathlib import Path
 from synth.store import write_text_atomic
 
 from ..verdicts.rules import head
-from .headline import data_kind, headline_markdown, system_rows, tally
+from .headline import data_kind, headline_markdown, paper_sentences, system_rows, tally
 from .status import Status, read_status, section_path
 
-__all__ = ["MEDIUM_RECORD", "Report", "assemble", "read_all", "stored_rows", "where_real_data"]
+__all__ = ["MEDIUM_RECORD", "Report", "assemble", "headline", "read_all", "sentences", "stored_rows",
+           "where_real_data"]
 
 # the headline of the last medium run kept with the repository (its command and timing are in the README)
 MEDIUM_RECORD = "figures/measured/medium_run/report_head.md"
@@ -101,14 +102,23 @@ def _stored_table(stored: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def headline(out: Path, targets: dict, size: str, statuses: dict[str, Status] | None = None) -> str:
-    """The headline (Markdown) from the verified status files of this size (targets run earlier included)."""
+def sentences(out: Path, targets: dict, size: str, statuses: dict[str, Status] | None = None) -> dict:
+    """Per paper, what holds, differs, is untested (:func:`figures.report.headline.paper_sentences`) from the
+    verified status files of this size."""
+    statuses = statuses if statuses is not None else read_all(out, targets, size)
+    return paper_sentences(*_entries(statuses, targets, size), size)
+
+
+def headline(out: Path, targets: dict, size: str, statuses: dict[str, Status] | None = None,
+             with_sentences: bool = True) -> str:
+    """The headline (Markdown) from the verified status files of this size (targets run earlier included): the
+    sentences per paper (unless ``with_sentences`` is False), then the count tables."""
     statuses = statuses if statuses is not None else read_all(out, targets, size)
     entries, pending = _entries(statuses, targets, size)
     stored = stored_rows(out, statuses)
     unreadable = [(n, st.reason) for n, st in statuses.items() if st.state == "unreadable"]
     text = headline_markdown(tally(entries), pending, size, system_rows(entries), where_real_data(size, stored),
-                             unreadable)
+                             unreadable, paper_sentences(entries, pending, size) if with_sentences else None)
     if size not in ("medium", "full"):
         text += "\n" + _stored_table(stored)
     return text
@@ -154,5 +164,6 @@ def assemble(ctx, targets: dict, seconds: float, n_jobs: int, intro_extra: str =
     report = ctx.out / "report.md"
     write_text_atomic(report, "\n".join(head + [""] + body) + "\n")
     html = write_html(ctx.out, ctx.size, targets, statuses, "\n".join(head[:3]),
-                      headline(ctx.out, targets, ctx.size, statuses))
+                      headline(ctx.out, targets, ctx.size, statuses, with_sentences=False),
+                      sentences(ctx.out, targets, ctx.size, statuses))
     return Report(report, html, [st for st in statuses.values() if st.state == "unreadable"])

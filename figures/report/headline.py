@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from ..verdicts.rules import AGREES, DIFFERS, NOT_RESOLVED, SHOWN, STALE, SUSPECT, head
 
 __all__ = ["CAPTIONS", "COMPARISON_SYSTEMS", "DATA_KINDS", "TABLES", "Tally", "classify", "data_kind",
-           "headline_markdown", "paper_of", "row_record", "system_rows", "tally"]
+           "headline_markdown", "paper_of", "paper_sentence_lines", "paper_sentences", "row_record", "system_rows",
+           "tally"]
 
 DATA_KINDS = ("real data", "stored paper-scale runs", "stand-in (8x8 digits)", "synthetic / theory")
 PAPERS = ("IFCA", "SR-FCA", "CLoVE", "beyond papers")
@@ -274,14 +275,17 @@ CAPTIONS = captions()
 
 def headline_markdown(tallies: dict[tuple[str, str], Tally], pending: list[tuple[str, str, str]], size: str,
                       systems: dict[str, Counter] | None = None, where: str = "",
-                      unreadable: list[tuple[str, str]] | None = None) -> str:
+                      unreadable: list[tuple[str, str]] | None = None,
+                      sentences: dict[str, dict[str, str]] | None = None) -> str:
     """The headline (Markdown): ``where`` (a paragraph saying where the real-data verdicts are), one table per kind
     of data with its caption, the targets not run, the unreadable status files and the rows of each comparison
     system."""
     lines = [f"## Headline ({size})", ""]
-    sentences = verdict_sentences(tallies)
-    if sentences:
-        lines += [f"- {s}" for s in sentences] + [""]
+    if sentences:  # what holds, differs, is untested, per paper (:func:`paper_sentences`)
+        lines += paper_sentence_lines(sentences) + [""]
+    numbers = verdict_sentences(tallies)
+    if numbers:
+        lines += [f"- {s}" for s in numbers] + [""]
     if where:
         lines += [where, ""]
     for key, (kinds, heading, cols) in TABLES.items():
@@ -316,3 +320,162 @@ def headline_markdown(tallies: dict[tuple[str, str], Tally], pending: list[tuple
         lines.append("Rows per comparison system: " + "; ".join(parts) + ".")
         lines.append("")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------ quotable sentences
+_KIND_WORDS = {"real data": "on the papers' data", "stored paper-scale runs": "on the stored paper-scale runs",
+               "stand-in (8x8 digits)": "on the 8x8-digits stand-in", "synthetic / theory": "in the synthetic "
+               "experiments"}
+_PROTOCOL_WORDS = {"same": "at the paper's setting", "deviates": "with declared deviations from the paper",
+                   "paper silent": "where the paper is silent on a setting"}
+
+
+def _label(item: str) -> str:
+    """Where a row sits, in a few words: ``IFCA Fig. 3(a) [x]: ...`` -> ``IFCA Fig. 3(a)``; a bound check
+    ``srfca-prop4.1 at dist=0.5`` -> ``srfca-prop4.1``."""
+    text = re.split(r" \[|: | at ", item, maxsplit=1)[0].strip()
+    return text if len(text) <= 48 else text[:45].rstrip() + "..."
+
+
+def _where(rows: list[tuple[str, dict]], limit: int = 3, labels: bool = False) -> str:
+    """``target`` of the rows with their count (or, with ``labels`` or where rows share a label such as a figure's
+    name, the labels), the targets with most rows first, at most ``limit`` of them."""
+    by: dict[str, list[str]] = {}
+    for name, r in rows:
+        by.setdefault(name, []).append(_label(r["item"]))
+    parts = []
+    for name, items in sorted(by.items(), key=lambda kv: -len(kv[1]))[:limit]:
+        uniq = list(dict.fromkeys(items))
+        if labels or len(uniq) < len(items):
+            parts.append(f"`{name}`: " + ", ".join(uniq[:4]) + (", ..." if len(uniq) > 4 else ""))
+        else:
+            parts.append(f"`{name}` {len(items)}")
+    more = len(by) - limit
+    return "; ".join(parts) + (f"; {more} more target{'s' * (more > 1)}" if more > 0 else "")
+
+
+def paper_sentences(entries: list[tuple[str, str, str, list[dict]]], pending: list[tuple[str, str, str]],
+                    size: str) -> dict[str, dict[str, str]]:
+    """Per paper, the three sentences a reader can quote: ``holds`` (what agrees, with the numbers and where),
+    ``differs`` (what disagrees, with its protocol status) and ``untested`` (what was not tested, and why: data,
+    compute, seeds, stale protocols, a stand-in in place of the data).
+
+    ``entries`` as for :func:`tally`; ``pending``: (target, paper, reason) of the targets without results.  Papers
+    with no rows and no pending target are left out; "beyond papers" only where it has a tested row."""
+    good: dict = {}   # paper -> kind -> what -> [(target, row)]
+    bad: dict = {}
+    tested: dict = {}
+    open_: dict = {}
+    for name, paper, kind, rows in entries:
+        paper_data = kind in ("real data", "stored paper-scale runs")
+        for r in rows:
+            p = paper_of(paper, r["item"])
+            c, h = classify(r), _head(r["verdict"])
+            if c == "number" and not (paper_data and r.get("counted", True)):
+                c = "shown"
+            what = {"number": "published numbers", "ordering": "orderings", "claim": "claims",
+                    "theory": "bound checks"}.get(c)
+            if what is None:
+                open_.setdefault(p, Counter())[_open_reason(c, r, kind, size)] += 1
+                continue
+            if c == "number" and h in (SHOWN, STALE, SUSPECT):
+                open_.setdefault(p, Counter())[{SHOWN: "published numbers with fewer than 3 seeds stored (shown)",
+                                                STALE: "published numbers with stale stored runs (protocol since "
+                                                       "corrected)",
+                                                SUSPECT: "published values that look like misprints"}[h]] += 1
+                continue
+            if c == "theory" and h in ("vacuous", "assumptions not met"):
+                why = "outside their assumptions" if h.startswith("assumptions") else h
+                open_.setdefault(p, Counter())[f"bound checks {why}"] += 1
+                continue
+            if h == SHOWN:
+                open_.setdefault(p, Counter())[f"{what} with fewer than 3 seeds (shown, no verdict)"] += 1
+                continue
+            key = (kind, what)
+            tested.setdefault(p, Counter())[key] += 1
+            if h in (AGREES, "holds"):
+                good.setdefault(p, {}).setdefault(key, []).append((name, r))
+            elif h in (DIFFERS, "violated"):
+                bad.setdefault(p, {}).setdefault(key, []).append((name, r))
+            else:
+                open_.setdefault(p, Counter())[f"{what} the seeds do not resolve"] += 1
+    waiting: dict[str, dict[str, list[str]]] = {}
+    for name, paper, why in pending:
+        waiting.setdefault(paper_of(paper, ""), {}).setdefault(_short(why), []).append(f"`{name}`")
+
+    # what the reader weighs first: the papers' data, then synthetic and theory, then the stand-in
+    rank = {k: i for i, k in enumerate(("real data", "stored paper-scale runs", "synthetic / theory",
+                                        "stand-in (8x8 digits)"))}
+
+    out: dict[str, dict[str, str]] = {}
+    for paper in PAPERS:
+        t = tested.get(paper, Counter())
+        if not t and paper not in waiting and (paper == "beyond papers" or paper not in open_):
+            continue
+        keys = sorted(t, key=lambda k: (rank[k[0]], k[1]))
+        holds = []
+        for key in keys:
+            rows = good.get(paper, {}).get(key, [])
+            if rows:
+                kind, what = key
+                verb = "hold" if what == "bound checks" else "agree"
+                holds.append(f"{len(rows)} of {t[key]} {what} {verb} {_words(kind, what)} ({_where(rows)})")
+        differs = []
+        for key in keys:
+            rows = bad.get(paper, {}).get(key, [])
+            if rows:
+                kind, what = key
+                verb = "violated" if what == "bound checks" else "differ"
+                prot = Counter(r.get("protocol", "") for _, r in rows)
+                if kind in ("real data", "stored paper-scale runs"):
+                    status = ", ".join(f"{n} {_PROTOCOL_WORDS.get(p, 'with no protocol ledger')}" for p, n in
+                                       prot.most_common())
+                elif kind == "stand-in (8x8 digits)":
+                    status = "not the paper's data"
+                elif what == "bound checks":
+                    status = "the bound against exact or empirical values"
+                else:
+                    status = "the paper's generator" + (f" at the reduced {size} size" if size not in
+                                                        ("medium", "full") else "")
+                differs.append(f"{len(rows)} of {t[key]} {what} {verb} {_words(kind, what)}, {status} "
+                               f"({_where(rows, labels=True)})")
+        reasons = [(why, n) for why, n in open_.get(paper, Counter()).most_common() if why]
+        untested = [f"{n} {why}" for why, n in reasons[:5]]
+        if len(reasons) > 5:
+            untested.append(f"{sum(n for _, n in reasons[5:])} more rows (the count tables of the report)")
+        for why, names in waiting.get(paper, {}).items():
+            untested.append(f"{len(names)} target{'s' * (len(names) > 1)} without results ({', '.join(names)}: "
+                            f"{why})")
+        out[paper] = {
+            "holds": "Holds: " + ("; ".join(holds) if holds else "nothing tested here agrees with the paper") + ".",
+            "differs": "Differs: " + ("; ".join(differs) if differs else "no tested row differs from the paper")
+                       + ".",
+            "untested": "Untested: " + ("; ".join(untested) if untested else "nothing") + "."}
+    return out
+
+
+def _words(kind: str, what: str) -> str:
+    return "in the theory checks" if what == "bound checks" else _KIND_WORDS[kind]
+
+
+def _short(why: str) -> str:
+    why = why.split(": ", 1)[1] if why.startswith(("pending: ", "failed: ")) else why
+    return why if len(why) <= 70 else why[:67].rstrip() + "..."
+
+
+def _open_reason(c: str, r: dict, kind: str, size: str) -> str:
+    """Why a row that is not tested is not: a few words, grouped in the ``untested`` sentence."""
+    if c == "not run":
+        return "published numbers not run (" + _reason(r["verdict"]) + ")"
+    if c == "shown":
+        if kind == "stand-in (8x8 digits)":
+            return f"numbers on the 8x8-digits stand-in, shown, never compared (no real data at the {size} size)"
+        return "numbers of a reduced setting, shown, never compared"
+    if c == "finding":
+        return ""  # an observation with no claim to test: not untested
+    return ""
+
+
+def paper_sentence_lines(sentences: dict[str, dict[str, str]]) -> list[str]:
+    """The sentences as Markdown list items, one per paper."""
+    return [f"- **{paper}.** {s['holds']} {s['differs']} {s['untested']}" for paper, s in sentences.items()]

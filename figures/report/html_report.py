@@ -1,9 +1,14 @@
 """``report.html``: the whole reproduction on one page, beside the figures it links (``report.html`` opens at once;
 its PNGs load lazily from the target folders next to it, each a link to its full-size file).
 
-The page opens with the headline; then, per target, its figures at the page's width above its paper-vs-toolkit
-table, the targets on real data and the stored paper-scale runs first, then the stand-in runs, then synthetic and
-theory targets, then the targets that did not run.  Only a small subset of Markdown is rendered (headings,
+A page, not a dump (issue #54): it opens with the headline, per paper what holds, what differs and what is untested
+(:func:`figures.report.headline.paper_sentences`), one table per paper; everything else is collapsed (``<details>``):
+the count tables, the protocol ledgers (each cell's settings stated once, ``figures/published/protocols/``) and one
+section per target, each with its figures at their natural width (never upscaled) above its paper-vs-toolkit table;
+the targets on real data and the stored paper-scale runs first, then the stand-in runs, then synthetic and theory
+targets, then the targets that did not run.  A long cell text repeated in a table's column is stated once, under the
+table; a list of stored runs states each shared protocol once; past :data:`MAX_ROWS` rows, the rows without a test
+are counted (their file is linked).  No box scrolls on its own.  Only a small subset of Markdown is rendered (headings,
 paragraphs, lists, tables, images, code, bold, italics, links): the subset :mod:`figures.verdicts.compare` and
 :mod:`figures.report.headline` write.
 """
@@ -19,23 +24,25 @@ from synth.store import write_text_atomic
 from .headline import classify, data_kind
 from .status import Status, section_path
 
-__all__ = ["inline", "markdown_html", "safe_href", "write_html"]
+__all__ = ["MAX_ROWS", "inline", "markdown_html", "png_size", "safe_href", "write_html"]
 
 _STYLE = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1500px;
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1400px;
 color:#1b1b1b;line-height:1.4;padding:0 16px}
-h1{font-size:1.6em}h2{font-size:1.3em;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:2em}
-h3{font-size:1.1em}table{border-collapse:collapse;font-size:12.5px;margin:6px 0}
+h1{font-size:1.5em;margin:0 0 4px}
+h2{font-size:1.25em;border-bottom:1px solid #ccc;padding-bottom:3px;margin:1.2em 0 .4em}
+h3{font-size:1.05em;margin:.8em 0 .2em}table{border-collapse:collapse;font-size:12.5px;margin:6px 0}
 th,td{border:1px solid #d0d0d0;padding:3px 6px;vertical-align:top;text-align:left}th{background:#f1f1f1}
 code{background:#f4f4f4;padding:0 3px;border-radius:3px;font-size:92%}
-.target{display:block}
-ul.caption{font-size:12.5px;color:#444;margin-top:2px}ul.toc{columns:4;font-size:13px}
-.figs img{width:100%;max-width:1200px;border:1px solid #e0e0e0;cursor:zoom-in}
+table.paper{width:100%;font-size:13.5px}table.paper th{width:9em}
+details{margin:3px 0;border:1px solid #e4e4e4;border-radius:4px;padding:2px 8px}
+details>summary{cursor:pointer;font-size:14px;padding:2px 0}details[open]>summary{border-bottom:1px solid #eee}
+ul.caption{font-size:12.5px;color:#444;margin-top:2px}
+.figs img{max-width:100%;height:auto;border:1px solid #e0e0e0;cursor:zoom-in}
 .figcap{font-size:12px;color:#555;margin:2px 0 12px}
-.verdicts{max-height:640px;overflow:auto;border:1px solid #e4e4e4}
 .kind{font-size:12px;color:#666;font-weight:normal}.note{font-size:13px;color:#333}
 .v-good{background:#e3f4e3}.v-bad{background:#fbe0de}.v-open{background:#f3f3f3}.v-none{color:#777}
-.scroll{max-height:480px;overflow:auto;border:1px solid #e4e4e4}
+ol.notes{font-size:12px;color:#444;margin:2px 0 8px}
 """
 
 _CLASS = {"not run": "v-none", "shown": "v-none", "finding": "v-open", "other": "v-none"}
@@ -92,16 +99,78 @@ def _verdict_class(verdict: str) -> str:
     return _CLASS.get(c, "")
 
 
-def _table(lines: list[str]) -> str:
+MAX_ROWS = 40  # rows shown of a long table besides its tested rows (the rest: in its comparison.csv and report.md)
+_LONG = 40  # a cell this long or longer, repeated in its column, is stated once under the table
+_UNTESTED = ("shown", "not comparable", "not run", "n/a", "no published value", "finding")
+
+
+def _table(lines: list[str], rest_href: str | None = None) -> str:
+    """A Markdown table as HTML.  A long cell text repeated in its column (a protocol paragraph, a verdict's
+    reason) is stated once, as a numbered note under the table, the rows carrying the note's number (a verdict
+    cell keeps its first word).  Past :data:`MAX_ROWS`, rows without a test (shown, not run, not comparable) are
+    counted, not shown, and ``rest_href`` links to the file with every row."""
+    from ..verdicts.rules import head
+
     header = _cells(lines[0])
     rows = [_cells(x) for x in lines[2:]]
     vcol = header.index("verdict") if "verdict" in header else None
+    hidden: dict[str, int] = {}
+    if vcol is not None and len(rows) > MAX_ROWS:
+        keep, others = [], 0
+        for r in rows:
+            h = head(r[vcol]) if vcol < len(r) else ""
+            if h.split(" (")[0] not in _UNTESTED or others < MAX_ROWS:
+                keep.append(r)
+                others += h.split(" (")[0] in _UNTESTED
+            else:
+                hidden[h.split(" (")[0]] = hidden.get(h.split(" (")[0], 0) + 1
+        rows = keep
+    seen: dict[tuple[int, str], int] = {}
+    numbers = {j for j, h in enumerate(header) if h in ("reproduced", "difference")}  # equal by chance, not repeated
+    for r in rows:
+        for j, c in enumerate(r):
+            if len(c) >= _LONG and j not in numbers:
+                seen[(j, c)] = seen.get((j, c), 0) + 1
+    notes: dict[tuple[int, str], int] = {}
     out = ["<table><thead><tr>" + "".join(f"<th>{inline(h)}</th>" for h in header) + "</tr></thead><tbody>"]
     for r in rows:
         cls = f' class="{_verdict_class(r[vcol])}"' if vcol is not None and vcol < len(r) else ""
-        out.append(f"<tr{cls}>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>")
+        cells = []
+        for j, c in enumerate(r):
+            if seen.get((j, c), 0) > 1:
+                n = notes.setdefault((j, c), len(notes) + 1)
+                word = html.escape(head(c)) + " " if j == vcol else ""
+                cells.append(f"<td>{word}<sup>[{n}]</sup></td>")
+            else:
+                cells.append(f"<td>{inline(c)}</td>")
+        out.append(f"<tr{cls}>" + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
+    if notes:
+        out.append('<ol class="notes">' + "".join(f"<li>{inline(c)}</li>" for (_, c) in notes) + "</ol>")
+    if hidden:
+        where = f' (every row: <a href="{html.escape(rest_href)}">{html.escape(rest_href)}</a> and report.md)' \
+            if rest_href else " (every row: report.md)"
+        out.append(f"<p class='note'>{sum(hidden.values())} more rows without a test not shown here: "
+                   + ", ".join(f"{n} {html.escape(w)}" for w, n in sorted(hidden.items(), key=lambda kv: -kv[1]))
+                   + where + ".</p>")
     return "\n".join(out)
+
+
+def _grouped(items: list[str]) -> list[str]:
+    """List items ``**label**: text`` that share their text (a stored run's protocol, stated for each of its rows)
+    as one item, ``**label 1**; **label 2**: text``: each text stated once."""
+    by: dict[str, list[str]] = {}
+    order: list[str] = []
+    for x in items:
+        m = re.match(r"(\*\*.+?\*\*): (.+)$", x)
+        if not m:
+            order.append(x)
+            continue
+        if m.group(2) not in by:
+            order.append(m.group(2))
+            by[m.group(2)] = []
+        by[m.group(2)].append(m.group(1))
+    return [f"{'; '.join(by[x])}: {x}" if x in by else x for x in order]
 
 
 def markdown_html(text: str) -> str:
@@ -112,12 +181,12 @@ def markdown_html(text: str) -> str:
         if not block:
             return
         if all(x.lstrip().startswith("|") for x in block) and len(block) >= 2:
-            # a long table scrolls in its own box so that what follows stays near
-            out.append(_table(block) if len(block) <= 32 else f'<div class="scroll">{_table(block)}</div>')
+            out.append(_table(block))
         elif all(x.startswith("- ") for x in block):
             # a list of definitions (a table's caption) is set smaller than the text
             cls = ' class="caption"' if all(x.startswith("- **") for x in block) else ""
-            out.append(f"<ul{cls}>" + "".join(f"<li>{inline(x[2:])}</li>" for x in block) + "</ul>")
+            out.append(f"<ul{cls}>" + "".join(f"<li>{inline(x)}</li>" for x in _grouped([x[2:] for x in block]))
+                       + "</ul>")
         else:
             out.append(f"<p>{inline(' '.join(block))}</p>")
         block.clear()
@@ -174,47 +243,129 @@ def _order(statuses: dict[str, Status], targets: dict, size: str) -> list[str]:
     return sorted(statuses, key=key)  # stable: the report order within each group
 
 
+def png_size(path: Path) -> tuple[int, int] | None:
+    """(width, height) in pixels of a PNG file (read from its header), or None when it is not one."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(24)
+    except OSError:
+        return None
+    if len(head) < 24 or head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
+        return None
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+def _verdict_counts(st: Status) -> str:
+    v = st.data.get("verdicts", {})
+    return ", ".join(f"{n} {k}" for k, n in sorted(v.items(), key=lambda kv: -kv[1])) if isinstance(v, dict) else ""
+
+
 def _target_html(out: Path, name: str, st: Status, targets: dict, size: str) -> str:
+    """One target, collapsed: its title and verdict counts; open, its figures at their natural width (never
+    wider), its paper-vs-toolkit table and its notes."""
     t = targets[name]
     kind = data_kind(t.kind, st.data.get("run_size", size))
-    head = f'<h2 id="{html.escape(name)}">{inline(st.data.get("title", name))} <code>{html.escape(name)}</code> ' \
-           f'<span class="kind">{html.escape(kind)}</span></h2>'
+    head = f'<summary><b>{inline(st.data.get("title", name))}</b> <code>{html.escape(name)}</code> ' \
+           f'<span class="kind">{html.escape(kind)}; {html.escape(_verdict_counts(st))}</span></summary>'
     text = section_path(out, name, size).read_text(encoding="utf-8")
     figs, table, rest = _section_parts(text)
     imgs = []
     for src, cap in figs:
         href = safe_href(src)
         if (out / src).is_file() and href is not None:  # linked, not embedded: a click opens it full size
-            imgs.append(f'<a href="{html.escape(href)}" target="_blank"><img src="{html.escape(href)}" '
+            wh = png_size(out / src)
+            dims = f' width="{wh[0]}" height="{wh[1]}"' if wh else ""
+            imgs.append(f'<a href="{html.escape(href)}" target="_blank"><img src="{html.escape(href)}"{dims} '
                         f'loading="lazy" alt="{html.escape(cap)}"></a><div class="figcap">{inline(cap)}</div>')
-    verdicts = f'<div class="verdicts">{_table(table.splitlines())}</div>' if table else \
+    csv_href = f"{name}/comparison.csv" if (out / name / "comparison.csv").is_file() else None
+    verdicts = f'<div class="verdicts">{_table(table.splitlines(), csv_href)}</div>' if table else \
         "<p class='note'>No paper-vs-toolkit rows.</p>"
-    if imgs:
-        body = f'<div class="target"><div class="figs">{"".join(imgs)}</div>{verdicts}</div>'
-    else:
-        body = verdicts
-    return f'{head}\n{body}\n<div class="note">{markdown_html(rest)}</div>'
+    body = f'<div class="target"><div class="figs">{"".join(imgs)}</div>{verdicts}</div>' if imgs else verdicts
+    return (f'<details id="{html.escape(name)}">{head}\n{body}\n<div class="note">{markdown_html(rest)}</div>'
+            "</details>")
+
+
+def _paper_tables(sentences: dict[str, dict[str, str]]) -> str:
+    """Per paper, one table: what holds, what differs, what is untested (the headline's sentences)."""
+    rows = (("holds", "What holds", "Holds: "), ("differs", "What differs", "Differs: "),
+            ("untested", "What is untested", "Untested: "))
+    out = []
+    for paper, s in sentences.items():
+        out.append(f"<h3>{html.escape(paper)}</h3><table class='paper'>" + "".join(
+            f"<tr class='{ {'holds': 'v-good', 'differs': 'v-bad'}.get(key, 'v-open') }'><th>{label}</th>"
+            f"<td>{inline(s[key][len(prefix):] if s[key].startswith(prefix) else s[key])}</td></tr>"
+            for key, label, prefix in rows) + "</table>")
+    return "\n".join(out)
+
+
+def _ledgers_html() -> str:
+    """Each stored cell's protocol, stated once: one table per ledger (``figures/published/protocols/``)."""
+    try:
+        from ..verdicts.protocol import load_ledgers
+
+        ledgers = load_ledgers()
+    except Exception as e:  # a broken ledger fails its own tests; the report still opens
+        return f"<p class='note'>The protocol ledgers could not be read: {html.escape(str(e))}</p>"
+    parts = []
+    for key, led in sorted(ledgers.items()):
+        dev = sum(s.klass == "deviates" for s in led.settings)
+        rows = "".join(f"<tr class='{'v-bad' if s.klass == 'deviates' else ''}'><td>{html.escape(s.name)}</td>"
+                       f"<td>{html.escape(s.klass)}</td><td>{inline(_clip(s.paper))}</td>"
+                       f"<td>{inline(_clip(s.value_for()))}</td></tr>" for s in led.settings)
+        parts.append(f"<details><summary><b>{html.escape(key)}</b> <span class='kind'>{html.escape(led.paper)}, "
+                     f"{html.escape(led.kind)}; {dev} declared deviation{'s' * (dev != 1)} of "
+                     f"{len(led.settings)} settings; {html.escape(', '.join(led.folders))}</span></summary>"
+                     "<table><thead><tr><th>setting</th><th>class</th><th>paper</th><th>toolkit</th></tr></thead>"
+                     f"<tbody>{rows}</tbody></table><p class='note'>Why, and where the paper says it: "
+                     f"<code>{html.escape(str(led.path.name))}</code>.</p></details>")
+    return "\n".join(parts)
+
+
+def _clip(text: str, n: int = 240) -> str:
+    """``text`` cut to ``n`` characters; a cut text loses its links and unpaired bold or code marks."""
+    text = " ".join(text.split())
+    if len(text) <= n:
+        return text
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)[:n - 3].rstrip() + "..."
+    text = text.replace("](", " (")
+    for mark in ("**", "`"):
+        if text.count(mark) % 2:
+            text = text.replace(mark, "")
+    return text
 
 
 def write_html(out: Path, size: str, targets: dict, statuses: dict[str, Status], intro_md: str,
-               headline_md: str) -> Path:
-    """Write ``out/report.html``; returns its path."""
+               headline_md: str, sentences: dict[str, dict[str, str]] | None = None) -> Path:
+    """Write ``out/report.html``; returns its path.
+
+    The first screen: the title, the headline's sentences and one table per paper (what holds, differs, is
+    untested); then, collapsed, the count tables (``headline_md``), the protocol ledgers and one section per
+    target."""
     out = Path(out)
+    body = re.sub(r"^## Headline \([^)]*\)\n", "", headline_md.lstrip(), count=1)
+    if "### Stored paper-scale rows" in body:  # the page shows them once: in the measured-runs section
+        body = body[:body.index("### Stored paper-scale rows")] + \
+            "The stored paper-scale rows are in the section [Stored paper-scale runs](#measured-runs) below.\n"
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>cflab reproduction report "
              f"({html.escape(size)})</title><style>{_STYLE}</style></head><body>", markdown_html(intro_md),
-             markdown_html(headline_md), "<h2>Targets</h2>"]
+             f"<h2>Headline ({html.escape(size)})</h2>"]
+    if sentences:
+        parts.append(_paper_tables(sentences))
+    parts += ["<h2>Details</h2>",
+              f"<details id='counts'><summary><b>Counts</b> per paper and kind of data; where the real-data "
+              f"verdicts are; stored paper-scale rows</summary>{markdown_html(body)}</details>",
+              f"<details id='protocols'><summary><b>Protocols</b>: each stored cell's settings against its paper "
+              f"(stated once; rows say same / deviates)</summary>{_ledgers_html()}</details>",
+              "<h2>Targets</h2>"]
     order = _order(statuses, targets, size)
-    parts.append('<ul class="toc">' + "".join(
-        f'<li><a href="#{html.escape(n)}">{html.escape(n)}</a>: {html.escape(statuses[n].state)}</li>'
-        for n in order) + "</ul>")
     for name in order:
         st = statuses[name]
         if st.state == "done":
             parts.append(_target_html(out, name, st, targets, size))
         else:
-            parts.append(f'<h2 id="{html.escape(name)}">{inline(targets[name].description)} '
-                         f'<code>{html.escape(name)}</code></h2><p><b>{html.escape(st.state)}</b>: '
-                         f"{inline(st.reason)}</p>")
+            parts.append(f'<details id="{html.escape(name)}"><summary>{inline(targets[name].description)} '
+                         f'<code>{html.escape(name)}</code> <span class="kind">{html.escape(st.state)}</span>'
+                         f"</summary><p>{inline(st.reason)}</p></details>")
     parts.append("</body></html>")
     path = out / "report.html"
     write_text_atomic(path, "\n".join(parts) + "\n")

@@ -295,20 +295,25 @@ def _without(text: str, prefix: str) -> str:
 
 def closing_summary(out: Path, targets: dict, size: str, wall: float, cpu: float, markdown: Path, html: Path,
                     failed: list[str] | None = None) -> str:
-    """The lines ``paper_repro.py`` ends with: targets done / pending / failed, verdict counts per paper (from the
+    """The lines ``paper_repro.py`` ends with: targets done / pending / failed, per paper the headline's sentences
+    (what holds, differs, is untested: :func:`figures.report.headline.paper_sentences`) and verdict counts (from the
     verified status files, as the report's headline counts them: :func:`figures.report.headline.tally`), the published
     numbers tested per paper (:func:`figures.report.headline.verdict_sentences`), wall and CPU time, and the paths of
     report.md and report.html."""
     from .assemble import read_all
+    from .assemble import sentences as paper_sentences
     from .headline import PAPERS, tally, verdict_sentences
 
     statuses = read_all(Path(out), targets, size)
+    said = paper_sentences(Path(out), targets, size, statuses)
     states = Counter(st.state for st in statuses.values() if st.state != "not run")
     tallies = tally(_entries(statuses, targets, size))
     lines = [f"Summary ({size} run): targets " + ", ".join(f"{n} {s}" for s, n in sorted(states.items()))
              + (f" (failed: {', '.join(failed)})" if failed else "")]
     for paper in PAPERS:
         mine = {(p, k): t for (p, k), t in tallies.items() if p == paper}
+        if paper in said:  # the sentences that open report.md and report.html
+            lines += [f"  {paper}. {said[paper][key].replace('`', '')}" for key in ("holds", "differs", "untested")]
         # the published numbers tested (real data, stored paper-scale runs), then every kind of row in a few words
         lines += [f"  {paper}, published numbers {_without(s.replace('**', ''), paper)}"
                   for s in verdict_sentences(mine)]
