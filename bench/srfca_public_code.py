@@ -1,14 +1,19 @@
 """SR-FCA side by side: the authors' public code and the toolkit's ``variant="public-code"`` on the same client data.
 
 The public code (harshv834/sr-fca at a1b418f, the code behind the paper's Tables 1-2) runs here unchanged, on CPU,
-through three import-time shims that live in this script only:
+through four shims that live in this script only:
 
 1. ``torchvision`` is a stub module: ``src/trainers.py`` imports three torchvision models used only for CIFAR
    features, and this environment has no torchvision;
 2. ``src.clustering`` is registered as a bare package, so its ``__init__`` (which imports ``feddrift``, a module
    absent at a1b418f) does not run; ``src.clustering.sr_fca`` is then imported as usual;
 3. the code needs a GPU (``src/utils.py``:334-347 raises without one, and ``compute_metric`` calls ``.cuda()``):
-   ``get_device`` returns ``"cpu"`` and ``torch.nn.Module.cuda`` returns the module unchanged.
+   ``get_device`` returns ``"cpu"`` and ``torch.nn.Module.cuda`` returns the module unchanged;
+4. ``torch.nn.Module.cpu`` copies the module's tensors, as moving them off a GPU does: the code's REFINE hands each
+   sampled client the cluster model's own tensors, the clients train one after another in place, and each
+   client's ``model.cpu()`` at the end of its training (``src/trainers.py``:303) is what snapshots its weights
+   for the trimmed mean on the GPU the paper ran on; on a CPU ``.cpu()`` copies nothing, and every client would
+   end with the last client's weights (the code's numbers came from the GPU behaviour).
 
 Both sides get the toolkit's federation of each seed (``nets`` rotated MNIST: the clients' already rotated
 images and labels, 28x28 flattened for the code's 784-200-10 network), the code's configuration for rotated MNIST
@@ -64,6 +69,7 @@ def _shim_public_code(code: Path):
     pkg.__path__ = [str(code / "src" / "clustering")]
     sys.modules["src.clustering"] = pkg
     torch.nn.Module.cuda = lambda self, *a, **k: self
+    torch.nn.Module.cpu = lambda self: self._apply(lambda t: t.clone())  # a GPU -> CPU move copies
     import src.utils as code_utils
 
     code_utils.get_device = lambda config, i, cluster=False: "cpu"

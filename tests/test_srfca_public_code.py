@@ -122,7 +122,7 @@ def test_public_code_variant_recovers_the_clusters():
     np.testing.assert_array_equal(again.models_, est.models_)
 
 
-def test_public_code_refine_samples_clients_per_round_and_starts_afresh():
+def test_public_code_refine_trains_sampled_clients_one_after_another_and_starts_afresh():
     fed = _fed(per=8)
     be = fed.backend()
     calls = []
@@ -130,8 +130,10 @@ def test_public_code_refine_samples_clients_per_round_and_starts_afresh():
     update, init = be.local_update, be.init_models
 
     def spy_update(models, labels, steps, lr, clients=None):
-        calls.append((np.asarray(clients).copy(), np.asarray(labels).copy(), steps))
-        return update(models, labels, steps, lr, clients=clients)
+        out = update(models, labels, steps, lr, clients=clients)
+        start = np.asarray(models)[np.asarray(labels)]
+        calls.append((np.asarray(clients).copy(), np.asarray(labels).copy(), steps, start, np.asarray(out)))
+        return out
 
     def spy_init(n, scheme, rng):
         inits.append(n)
@@ -140,15 +142,20 @@ def test_public_code_refine_samples_clients_per_round_and_starts_afresh():
     be.local_update, be.init_models = spy_update, spy_init
     est = _code(clients_per_round=5, trmean_steps=4, refine_local_steps=3).fit(be)
     one_shot = est.result_.extra["one_shot_labels"]
-    refine = [c for c in calls if c[2] == 3]
-    assert len(refine) == 4 * 2  # 4 rounds in each of 2 REFINEs
-    first = refine[0]
     sizes = np.bincount(one_shot[one_shot >= 0])
-    counts = np.bincount(first[1], minlength=len(sizes))
-    np.testing.assert_array_equal(counts, np.minimum(5, sizes))  # min(q, |cluster|) clients of each cluster
-    assert len(np.unique(first[0])) == len(first[0])  # without replacement
-    assert (one_shot[first[0]] == first[1]).all()  # each from its own cluster
-    assert len({tuple(c[0]) for c in refine[:4]}) > 1  # a new sample every round
+    refine = [c for c in calls if c[2] == 3]
+    assert len(refine) == 4 * 2 * 5  # rounds x REFINEs x turns (5 of each cluster of 8, one per turn)
+    first = refine[:5]
+    clients = np.concatenate([c[0] for c in first])
+    labs = np.concatenate([c[1] for c in first])
+    np.testing.assert_array_equal(np.bincount(labs, minlength=len(sizes)), np.minimum(5, sizes))
+    assert len(np.unique(clients)) == len(clients)  # without replacement
+    assert (one_shot[clients] == labs).all()  # each from its own cluster
+    # one after another: each turn starts from the weights the previous turn's client ended with
+    for prev, nxt in zip(first[:-1], first[1:], strict=True):
+        np.testing.assert_array_equal(prev[1], nxt[1])
+        np.testing.assert_allclose(nxt[3], prev[4])
+    assert len({tuple(c[0]) for c in refine[:5]}) > 1
     # ONE_SHOT: one start per client; each REFINE: a fresh model per cluster
     assert inits[1] == len(fed.labels) and inits[2:] == [len(sizes), int(est.history_.labels[1].max()) + 1]
 

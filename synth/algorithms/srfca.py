@@ -313,10 +313,11 @@ class SRFCA(Estimator):
           clusters of more than ``t`` clients; ``src/utils.py``:276-290), not by connected components;
         * each REFINE trains every cluster from a *fresh* draw of the initialisation
           (``sr_fca.py``:104-119, a new ``ClusterTrainer``) for ``trmean_steps`` rounds; a round samples
-          ``clients_per_round`` clients of the cluster without replacement (all when it has fewer), each takes
-          ``refine_local_steps`` optimiser steps from the cluster model (a fresh optimiser per round) and the
-          cluster model becomes the coordinatewise trimmed mean of their *weights*, kept positions
-          ``int(beta J)`` .. ``int((1 - beta) J)`` (``src/trainers.py``:354-362, 440-466);
+          ``clients_per_round`` clients of the cluster without replacement (all when it has fewer), which train
+          *one after another* on the cluster model's own tensors, ``refine_local_steps`` optimiser steps each (a
+          fresh optimiser per client), and the cluster model becomes the coordinatewise trimmed mean of the
+          weights each ended with, kept positions ``int(beta J)`` .. ``int((1 - beta) J)`` (``src/trainers.py``:
+          190-193, 354-368, 435-470; see ``_code_refine_models``);
         * RECLUSTER drops clusters of fewer than ``t`` clients (``sr_fca.py``:175-199), and MERGE then scores
           merged cluster ``j`` with the model trained for cluster ``j`` *before* that renumbering (the code
           renumbers ``cluster_map`` but not ``cluster_trainers``, ``sr_fca.py``:193-199 and 204-206); MERGE
@@ -534,22 +535,42 @@ class SRFCA(Estimator):
                              "scored_labels": scored_labels, "scored_models": backend.to_numpy(scored_models)})
 
     def _code_refine_models(self, backend, labels, C, v, scheme, rng):
-        """One REFINE's cluster models as the public code trains them (src/trainers.py:354-466): a fresh model per
-        cluster; each round ``clients_per_round`` sampled clients per cluster take ``refine_local_steps`` steps from
-        it and the model becomes the public code's trimmed mean of their weights."""
+        """One REFINE's cluster models as the public code trains them: a fresh model per cluster; each round
+        ``clients_per_round`` sampled clients per cluster train *one after another* from the cluster's current
+        weights (``refine_local_steps`` optimiser steps each, a fresh optimiser per client), and the cluster model
+        becomes the public code's trimmed mean of the weights each client ended with.
+
+        One after another: ``send_to_clients`` hands every sampled client the cluster model's own tensors
+        (``load_wts_from_dict`` sets ``param.data = wts[name]``, sr-fca@a1b418f src/trainers.py:190-193, 435-438),
+        the clients train in turn (:367-368) with in-place optimiser steps, so each continues from where the
+        previous one stopped; each client's ``model.cpu()`` at the end of its training (:303) copies its weights
+        off the GPU, so ``average_model`` (:441-470) trims over the points of that one trajectory.  (On a machine
+        without a GPU ``.cpu()`` copies nothing and the code would average the last point alone.)"""
         omega = backend.init_models(C, scheme, rng)
         q, beta = v["clients_per_round"], v["beta"]
         members = np.flatnonzero(labels >= 0)
-        for _ in range(v["trmean_steps"]):  # loop over rounds; clients and clusters are vectorised in the backend
-            # q clients of each cluster without replacement: the q smallest of one uniform key per client
+        sizes = np.bincount(labels[members], minlength=C)
+        for _ in range(v["trmean_steps"]):  # loop over rounds; clusters are vectorised in the backend
+            # q clients of each cluster without replacement (the q smallest of one uniform key per client), in turn
             key = rng.random(len(members))
             order = np.lexsort((key, labels[members]))
             lab_sorted = labels[members][order]
-            first = np.searchsorted(lab_sorted, lab_sorted, side="left")
-            chosen = members[order[np.arange(len(order)) - first < q]]
-            lab = labels[chosen]
-            W = backend.local_update(omega, lab, v["refine_local_steps"], v["trmean_step_size"], clients=chosen)
-            omega = backend.trimmed_mean(W, lab, C, beta, rule="public-code")
+            turn = np.arange(len(order)) - np.searchsorted(lab_sorted, lab_sorted, side="left")
+            keep = turn < q
+            chosen, lab, turn = members[order[keep]], lab_sorted[keep], turn[keep]
+            current, ends, end_labels = omega, [], []
+            for k in range(int(min(q, sizes.max(initial=0)))):  # the k-th client of every cluster at once
+                at = turn == k
+                W = backend.local_update(current, lab[at], v["refine_local_steps"], v["trmean_step_size"],
+                                         clients=chosen[at])
+                moved = np.zeros((int(at.sum()), C))
+                moved[np.arange(int(at.sum())), lab[at]] = 1.0
+                stay = np.diag(1.0 - moved.sum(0))  # clusters with no k-th client keep their weights
+                current = backend.combine(moved, W) + backend.combine(stay, current)
+                ends.append(W)
+                end_labels.append(lab[at])
+            omega = backend.trimmed_mean(backend.concat(ends), np.concatenate(end_labels), C, beta,
+                                         rule="public-code")
         return omega
 
     # -- one REFINE step (Alg. 1) ------------------------------------------------
