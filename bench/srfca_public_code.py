@@ -54,7 +54,7 @@ CODE_CONFIG = {"dist_threshold": 0.02, "size_threshold": 2, "beta": 0.15, "num_c
 
 
 def _shim_public_code(code: Path):
-    """Import the public code's SR-FCA with the three shims of the module docstring; returns the module."""
+    """Import the public code's SR-FCA with the shims of the module docstring; returns the module."""
     import torch
 
     tv = types.ModuleType("torchvision")

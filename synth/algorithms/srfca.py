@@ -446,28 +446,30 @@ class SRFCA(Estimator):
             recluster_history.append(reclustered)
             self._record(history, r, models, labels, backend)
 
+        # the data and local models of the last REFINE (fresh ones when resampling)
+        return self._finish(view, local, local_losses, labels, models, history, v, status,
+                            f"no cluster of >= min_size={t} clients (threshold={lam} too small or min_size too large)",
+                            {"one_shot_labels": one_shot_labels, "recluster_labels": recluster_history})
+
+    def _finish(self, view, local, local_losses, labels, models, history, v, status, why_empty, extra) -> SRFCA:
+        """``C_R`` as Alg. 1 returns it, each client it leaves without a cluster put with its nearest final model
+        (one RECLUSTER, no training), and the result."""
         refine_labels, final = labels.copy(), labels
         if labels.max(initial=-1) < 0:
-            if status == "ok":
-                status = f"no cluster of >= min_size={t} clients (threshold={lam} too small or min_size too large)"
-            models_np = np.zeros((0, backend.n_params))
+            status = why_empty if status == "ok" else status
+            models_np = np.zeros((0, view.n_params))
         else:
             if (labels < 0).any():
-                # the data and local models of the last REFINE (fresh ones when resampling)
-                D = client_cluster_distances(view, local, models, labels, dist, local_losses)
+                D = client_cluster_distances(view, local, models, labels, v["dist"], local_losses)
                 final = np.where(labels >= 0, labels, recluster(D))
-            models_np = backend.to_numpy(models)
-        # communication rounds: ONE_SHOT's upload of the local models, then TrimmedMeanGD's gradient rounds
+            models_np = view.to_numpy(models)
+        # communication rounds: ONE_SHOT's upload of the local models, then every REFINE's rounds
         rounds = 1 + v["trmean_steps"] * (len(history) - 1)
-        return self._finish(final, models_np, history, rounds,
-                            {"one_shot_labels": one_shot_labels, "refine_labels": refine_labels,
-                             "recluster_labels": recluster_history, "local_models": local, "status": status})
-
-    def _finish(self, labels, models_np, history, rounds, extra) -> SRFCA:
         n_found = int(models_np.shape[0])
-        self.result_ = FitResult(labels=labels, models=models_np, n_clusters=n_found, history=history,
-                                 rounds=rounds, extra=extra)
-        self.labels_, self.models_, self.n_clusters_, self.history_ = labels, models_np, n_found, history
+        self.result_ = FitResult(labels=final, models=models_np, n_clusters=n_found, history=history, rounds=rounds,
+                                 extra={"refine_labels": refine_labels, "local_models": local, "status": status,
+                                        **extra})
+        self.labels_, self.models_, self.n_clusters_, self.history_ = final, models_np, n_found, history
         return self
 
     # -- the public code's SR-FCA (variant="public-code") ------------------------------
@@ -517,21 +519,9 @@ class SRFCA(Estimator):
             models = backend.combine(merge_weights(merged_id), merge_models)
             self._record(history, r, models, labels, backend)
 
-        refine_labels, final = labels.copy(), labels
-        if labels.max(initial=-1) < 0:
-            if status == "ok":
-                status = f"no cluster of more than min_size={t} clients (threshold={lam} too small)"
-            models_np = np.zeros((0, backend.n_params))
-        else:
-            if (labels < 0).any():
-                D = client_cluster_distances(backend, local, models, labels, dist, local_losses)
-                final = np.where(labels >= 0, labels, recluster(D))
-            models_np = backend.to_numpy(models)
-        # rounds of communication: ONE_SHOT's upload, then every REFINE's rounds
-        rounds = 1 + v["trmean_steps"] * (len(history) - 1)
-        return self._finish(final, models_np, history, rounds,
-                            {"one_shot_labels": one_shot_labels, "refine_labels": refine_labels,
-                             "recluster_labels": recluster_history, "local_models": local, "status": status,
+        return self._finish(backend, local, local_losses, labels, models, history, v, status,
+                            f"no cluster of more than min_size={t} clients (threshold={lam} too small)",
+                            {"one_shot_labels": one_shot_labels, "recluster_labels": recluster_history,
                              "scored_labels": scored_labels, "scored_models": backend.to_numpy(scored_models)})
 
     def _code_refine_models(self, backend, labels, C, v, scheme, rng):
