@@ -465,6 +465,11 @@ def _campaign(args, n_jobs: int, argv) -> int:
     return 0
 
 
+# the most workers of one kind a plan prices: its schedule holds a queue per worker (10,000 take a few MB; a
+# billion took over 100 GB before failing)
+MAX_WORKERS = 10_000
+
+
 def _count(flag: str, text: str | None, default: int) -> int:
     from synth.cli import UsageError
 
@@ -474,8 +479,9 @@ def _count(flag: str, text: str | None, default: int) -> int:
         value = int(text)
     except ValueError:
         value = -1
-    if value < 0:
-        raise UsageError(f"paper_repro.py: error: {flag} must be a whole number of workers >= 0, got {text!r}")
+    if not 0 <= value <= MAX_WORKERS:
+        raise UsageError(f"paper_repro.py: error: {flag} must be a whole number of workers in [0, {MAX_WORKERS}], "
+                         f"got {text[:40]!r}")
     return value
 
 

@@ -245,3 +245,12 @@ def test_seal_runs_seals_older_runs_and_refuses_edited_ones(tmp_path, capsys):
     old.write_text(json.dumps(rec))
     assert paper_repro.main(["--seal-runs", str(old)]) == 2
     assert "changed after it was written" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag, value", [("--cpus", "1000000000"), ("--gpus", "1e8"), ("--cpus", "10001")])
+def test_the_campaigns_worker_counts_are_bounded_before_any_allocation(flag, value, capsys):
+    import paper_repro
+
+    code = paper_repro.main(["--campaign", "plan", "--backend", "dask", flag, value])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and f"{flag} must be a whole number of workers in [0, 10000]" in err
