@@ -16,7 +16,17 @@
 * several colour-mapped images of one figure (one comparison) use different colour scales, unless each is marked
   as intentionally separate (:func:`figures.plots.style.separate_scale`);
 * the face says the data are a stand-in ("8x8 digits standing in for MNIST") while some text of the figure names
-  the real data set as what was run (a panel titled "MNIST").
+  the real data set as what was run (a panel titled "MNIST");
+* two translucent shaded bands of one panel overlap (they blend into colours of neither series: draw error bars,
+  :func:`figures.plots.style.band`, or one panel per series);
+* two series of one panel in colours alike (:func:`colours_alike`: two oranges, an orange and a tan);
+* two labelled series (say a paper's stated value and a paper's upper bound) drawn alike: same colour, line style
+  and marker;
+* a labelled series hidden under another (the same points, line style and markers): draw it visibly or name the
+  overlap;
+* a probability axis (its label says probability) that runs beyond [0, 1];
+* a colour bar whose ticks are not evenly valued (linear: equal steps; logarithmic: equal ratios);
+* an empty panel, or one whose every series is one constant, without a note (a text on the panel) saying why.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ import warnings
 
 from .style import MIN_BAND, SAVE_DPI, SEPARATE_SCALE
 
-__all__ = ["MIN_FONT", "REAL_SETS", "check_figure", "stand_in_problems", "title_problems"]
+__all__ = ["MIN_FONT", "REAL_SETS", "check_figure", "colours_alike", "stand_in_problems", "title_problems"]
 
 MIN_FONT = 6.0
 _TOL = 1.0  # pixels: rounding of extents
@@ -298,6 +308,207 @@ def stand_in_problems(title: str, texts: list[tuple[str, str]]) -> list[str]:
     return bad
 
 
+def _lab(colour):
+    """CIE L*a*b* (D65) of a matplotlib colour."""
+    import numpy as np
+    from matplotlib.colors import to_rgb
+
+    c = np.asarray(to_rgb(colour), dtype=float)
+    c = np.where(c > 0.04045, ((c + 0.055) / 1.055) ** 2.4, c / 12.92)
+    m = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]])
+    xyz = m @ c / np.array([0.9505, 1.0, 1.089])
+    f = np.where(xyz > 0.008856, np.cbrt(xyz), 7.787 * xyz + 16 / 116)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def colours_alike(a, b) -> bool:
+    """Whether two different colours would be read as one: closer than 20 in L*a*b*, or two coloured (chroma > 15)
+    hues less than 20 degrees apart and closer than 45 (seaborn's colorblind orange #de8f05 and vermillion #d55e00;
+    orange and tan #ca9161), or two greys closer than 25."""
+    import numpy as np
+
+    A, B = _lab(a), _lab(b)
+    d = float(np.linalg.norm(A - B))
+    if d == 0:
+        return False  # the same colour: one series drawn in parts (a mean and its seeds), not two alike
+    ca, cb = np.hypot(*A[1:]), np.hypot(*B[1:])
+    if ca > 15 and cb > 15:
+        ha, hb = (np.degrees(np.arctan2(v[2], v[1])) % 360 for v in (A, B))
+        dh = min(abs(ha - hb), 360 - abs(ha - hb))
+        return d < 20 or (dh < 20 and d < 45)
+    return d < 25 if ca <= 15 and cb <= 15 else d < 20
+
+
+def _series(ax) -> list:
+    """The labelled, drawn lines of ``ax`` (a legend entry each)."""
+    return [ln for ln in ax.lines if ln.get_visible() and not ln.get_label().startswith("_")
+            and (ln.get_linestyle() not in ("None", "") or ln.get_marker() not in ("None", "", None))]
+
+
+def _colours(fig) -> list[str]:
+    from matplotlib.colors import to_hex
+
+    bad = []
+    for ai, ax in enumerate(_plot_axes(fig)):
+        seen: dict[str, str] = {}
+        for ln in _series(ax):
+            c = to_hex(ln.get_color())
+            seen.setdefault(c, ln.get_label())
+        for c in ax.collections:  # scatter series
+            if c.get_label().startswith("_") or not len(c.get_facecolors()):
+                continue
+            seen.setdefault(to_hex(c.get_facecolors()[0]), c.get_label())
+        items = list(seen.items())
+        for i, (c1, l1) in enumerate(items):
+            for c2, l2 in items[i + 1:]:
+                if colours_alike(c1, c2):
+                    bad.append(f"axes {ai}: series {l1[:40]!r} ({c1}) and {l2[:40]!r} ({c2}) in colours alike: use "
+                               "the palette's distinct hues (figures.plots.style.palette)")
+    return bad
+
+
+def _stacked_bands(fig) -> list[str]:
+    from matplotlib.collections import PolyCollection
+    from matplotlib.colors import to_hex
+
+    bad = []
+    for ai, ax in enumerate(_plot_axes(fig)):
+        polys = []
+        for c in ax.collections:
+            if type(c).__name__ not in ("PolyCollection", "FillBetweenPolyCollection") or \
+                    not isinstance(c, PolyCollection):
+                continue
+            alpha = c.get_alpha()
+            fc = c.get_facecolors()
+            if not len(fc) or (alpha is None and fc[0][3] >= 1) or (alpha is not None and alpha >= 1):
+                continue
+            ext = c.get_datalim(ax.transData)
+            polys.append((to_hex(fc[0][:3]), ext))
+        for i, (c1, e1) in enumerate(polys):
+            for c2, e2 in polys[i + 1:]:
+                if c1 != c2 and e1.x0 < e2.x1 and e2.x0 < e1.x1 and e1.y0 < e2.y1 and e2.y0 < e1.y1:
+                    bad.append(f"axes {ai}: translucent bands of two series overlap and blend ({c1}, {c2}): draw "
+                               "error bars (figures.plots.style.band) or one panel per series")
+                    break
+            else:
+                continue
+            break
+    return bad
+
+
+def _style(line) -> tuple:
+    """What tells a line apart at a glance: colour, line style, marker, its size and fill, and its opacity."""
+    from matplotlib.colors import to_hex
+
+    face = line.get_markerfacecolor()
+    return (to_hex(line.get_color()), line.get_linestyle(), line.get_marker(), round(float(line.get_markersize()), 1),
+            to_hex(face) if not (isinstance(face, str) and face == "none") else "none",
+            1.0 if line.get_alpha() is None else round(float(line.get_alpha()), 2))
+
+
+def _alike_and_hidden(fig) -> list[str]:
+    import numpy as np
+
+    bad = []
+    for ai, ax in enumerate(_plot_axes(fig)):
+        lines = _series(ax)
+        for i, a in enumerate(lines):
+            for b in lines[i + 1:]:
+                if a.get_label() == b.get_label():
+                    continue
+                if _style(a) == _style(b):
+                    bad.append(f"axes {ai}: {a.get_label()[:40]!r} and {b.get_label()[:40]!r} are drawn alike (colour, "
+                               "line style, marker): distinct kinds need distinct styles")
+                    continue
+                xa, ya = (np.asarray(v, dtype=float) for v in a.get_data())
+                xb, yb = (np.asarray(v, dtype=float) for v in b.get_data())
+                if xa.shape == xb.shape and ya.shape == yb.shape and xa.size and np.allclose(xa, xb, equal_nan=True) \
+                        and np.allclose(ya, yb, equal_nan=True) and a.get_linestyle() == b.get_linestyle() \
+                        and a.get_marker() == b.get_marker() and str(a.get_markevery()) == str(b.get_markevery()):
+                    bad.append(f"axes {ai}: {a.get_label()[:40]!r} is hidden under {b.get_label()[:40]!r} (the same "
+                               "points and style): stagger its markers or say on the panel that they coincide")
+    return bad
+
+
+def _probability_label(label: str) -> bool:
+    """Whether an axis label names a probability: "probability", or a ``P[...]``/``Pr(...)`` at its start."""
+    text = label.strip().lstrip("$").lstrip("\\")
+    return text.startswith(("P[", "P(", "Pr[", "Pr(", "P_{", "mathbb{P}")) or "probabilit" in label.lower()
+
+
+def _legend_alike(fig) -> list[str]:
+    """Entries of one figure legend with different labels drawn alike (the legend cannot tell them apart)."""
+    from matplotlib.lines import Line2D
+
+    bad = []
+    for leg in fig.legends:
+        seen: dict[tuple, str] = {}
+        for h, t in zip(leg.legend_handles, leg.get_texts(), strict=False):
+            if not isinstance(h, Line2D):
+                continue
+            key = _style(h)
+            if key in seen and seen[key] != t.get_text():
+                bad.append(f"legend: {seen[key][:40]!r} and {t.get_text()[:40]!r} are drawn alike (colour, line "
+                           "style, marker): distinct kinds need distinct styles")
+            seen.setdefault(key, t.get_text())
+    return bad
+
+
+def _probability_axes(fig) -> list[str]:
+    bad = []
+    for ai, ax in enumerate(_plot_axes(fig)):
+        for name, label, lim, scale in (("x", ax.get_xlabel(), ax.get_xlim(), ax.get_xscale()),
+                                        ("y", ax.get_ylabel(), ax.get_ylim(), ax.get_yscale())):
+            if _probability_label(label) and (max(lim) > 1.05 or (scale == "linear" and min(lim) < -0.05)):
+                bad.append(f"axes {ai}: the {name} axis is a probability ({label.splitlines()[0][:40]!r}) but runs "
+                           f"from {min(lim):.3g} to {max(lim):.3g}: keep it within [0, 1] (say on the panel what "
+                           "lies outside)")
+    return bad
+
+
+def _colorbar_ticks(fig) -> list[str]:
+    import numpy as np
+
+    bad = []
+    for ai, ax in enumerate(fig.axes):
+        cb = getattr(ax, "_colorbar", None)
+        if cb is None or not ax.get_visible():
+            continue
+        axis = ax.yaxis if cb.orientation == "vertical" else ax.xaxis
+        lo, hi = sorted(axis.get_view_interval())
+        ticks = np.array([t for t in axis.get_majorticklocs() if lo - 1e-12 <= t <= hi + 1e-12], dtype=float)
+        if len(ticks) < 3:
+            continue
+        log = axis.get_scale() == "log"
+        v = np.log10(ticks[ticks > 0]) if log else ticks
+        steps = np.diff(v)
+        if len(steps) >= 2 and np.ptp(steps) > 1e-6 * max(1.0, float(np.abs(steps).max())):
+            bad.append(f"axes {ai}: the colour bar's ticks are not evenly valued ({', '.join(f'{t:g}' for t in ticks)})"
+                       ": use a locator with equal steps")
+    return bad
+
+
+def _empty_panels(fig) -> list[str]:
+    import numpy as np
+
+    bad = []
+    for ai, ax in enumerate(_plot_axes(fig)):
+        if not ax.axison:
+            continue
+        noted = any(t.get_visible() and t.get_text().strip() for t in ax.texts)
+        lines = [ln for ln in ax.lines if ln.get_visible()]
+        data = lines or ax.collections or ax.images or [p for p in ax.patches if p.get_visible()]
+        if not data and not noted:
+            bad.append(f"axes {ai}: an empty panel without a note saying why (ax.text)")
+            continue
+        if lines and not (ax.collections or ax.images or ax.patches) and not noted:
+            ys = [np.asarray(ln.get_ydata(), dtype=float) for ln in lines]
+            vals = np.concatenate([y[np.isfinite(y)] for y in ys]) if ys else np.array([])
+            if vals.size > 1 and np.ptp(vals) == 0 and len(_series(ax)) >= 1:
+                bad.append(f"axes {ai}: every series is the constant {vals[0]:g}, without a note saying so (ax.text)")
+    return bad
+
+
 def check_figure(fig, dpi: float = SAVE_DPI) -> list[str]:
     """Every problem of ``fig`` drawn at ``dpi`` (see the module docstring); an empty list when it reads cleanly."""
     renderer, bad = _draw(fig, dpi)
@@ -316,4 +527,11 @@ def check_figure(fig, dpi: float = SAVE_DPI) -> list[str]:
     bad += _heatmaps(fig)
     bad += _scales(fig)
     bad += stand_in_problems(title, [(w, t.get_text()) for w, t in texts])
+    bad += _stacked_bands(fig)
+    bad += _colours(fig)
+    bad += _alike_and_hidden(fig)
+    bad += _legend_alike(fig)
+    bad += _probability_axes(fig)
+    bad += _colorbar_ticks(fig)
+    bad += _empty_panels(fig)
     return bad

@@ -15,10 +15,10 @@ import numpy as np
 
 from synth.store import save_figure_atomic
 
-__all__ = ["ALGO_ORDER", "BOUND_LABELS", "MIN_BAND", "SAVE_DPI", "SEPARATE_SCALE", "algo_colour", "algo_hatch", "band",
-           "face", "figure_legend", "integer_ticks", "marker", "method_order", "new_figure", "palette", "plain_log",
-           "plain_maths", "save", "seed_curves", "seeds_text", "separate_scale", "small_print", "stand_in_name",
-           "stands_in", "styled", "suptitle", "value_ticks", "wrap"]
+__all__ = ["ALGO_ORDER", "BOUND_LABELS", "MIN_BAND", "PALETTE", "SAVE_DPI", "SEPARATE_SCALE", "algo_colour",
+           "algo_hatch", "band", "face", "figure_legend", "integer_ticks", "marker", "method_order", "new_figure",
+           "palette", "plain_log", "plain_maths", "save", "seed_curves", "seeds_text", "separate_scale", "small_print",
+           "stand_in_name", "stands_in", "styled", "suptitle", "value_ticks", "wrap"]
 
 # no interval (band or whisker) is drawn from fewer values than this: a t-interval from 2 seeds spans most of
 # a bounded metric's range and says nothing (the ordering verdicts need as many, figures.verdicts.rules.MIN_SEEDS)
@@ -31,12 +31,18 @@ ALGO_ORDER = ("IFCA", "SR-FCA", "CLoVE", "Global", "Local", "CFL", "Local-KMeans
 _MARKERS = "osD^vP*X<>hd"
 
 
-def palette(n: int = 10) -> list[tuple[float, float, float]]:
-    """seaborn's colour-blind-safe palette (cycled beyond its 10 colours)."""
-    import seaborn as sns
+# ten colours of distinguishable hues (no two alike by figures.plots.figcheck.colours_alike: seaborn's colorblind
+# palette has three orange/tan hues, its 2nd and 4th both orange): blue, orange, green, red, purple, grey, pink,
+# cyan, yellow-green, black
+PALETTE = ("#0173B2", "#E69F00", "#029E73", "#CC3311", "#7B4FB0", "#666666", "#CC78BC", "#17BECF", "#9ACD32",
+           "#000000")
 
-    base = sns.color_palette("colorblind", 10)
-    return [base[i % len(base)] for i in range(n)]
+
+def palette(n: int = 10) -> list[tuple[float, float, float]]:
+    """The project's palette (:data:`PALETTE`: distinguishable hues for up to ten series; cycled beyond)."""
+    from matplotlib.colors import to_rgb
+
+    return [to_rgb(PALETTE[i % len(PALETTE)]) for i in range(n)]
 
 
 # the papers' other names for the same baselines
@@ -66,7 +72,7 @@ def _algo_index(name: str) -> int:
 def _algo_colours() -> list[tuple[float, float, float]]:
     import seaborn as sns
 
-    return list(sns.color_palette("colorblind", 10)) + list(sns.color_palette("dark", 10))
+    return palette(10) + list(sns.color_palette("dark", 10))
 
 
 def method_order(names) -> list[str]:
@@ -82,11 +88,11 @@ def marker(i: int) -> str:
 
 @contextlib.contextmanager
 def styled():
-    """The common style: seaborn whitegrid, paper context, colour-blind palette."""
+    """The common style: seaborn whitegrid, paper context, the project's palette (:data:`PALETTE`)."""
     import seaborn as sns
 
     with sns.axes_style("whitegrid"), sns.plotting_context("paper", font_scale=1.1), \
-            sns.color_palette("colorblind"):
+            sns.color_palette(list(PALETTE)):
         yield
 
 
@@ -134,23 +140,36 @@ def _tag(artist, n: int) -> None:
 
 def band(ax, x, mean, lo, hi, colour, label: str, mk: str = "o", linestyle: str = "-", *, n,
          bounds: tuple[float, float] = (-np.inf, np.inf), stagger: tuple[int, int] | None = None) -> None:
-    """A line with markers and a shaded interval where it rests on at least :data:`MIN_BAND` values.
+    """A line with markers and error bars (the interval) where it rests on at least :data:`MIN_BAND` values.
 
-    ``n`` is the number of values (seeds, trials) behind each point (an int or one per point); a point with fewer
-    gets no band.  The band is clipped to ``bounds``, the range of the metric.  ``stagger`` = (i, k) puts the
-    markers of the i-th of k curves at every k-th point, shifted by i, so that curves that coincide (say all at
-    1.0) still show each one's markers.
+    Error bars, not a shaded band: translucent bands of several series stack and blend into colours of no series
+    (:mod:`figures.plots.figcheck` fails such a figure).  ``n`` is the number of values (seeds, trials) behind each
+    point (an int or one per point); a point with fewer gets no bar.  The bars are clipped to ``bounds``, the range
+    of the metric.  ``stagger`` = (i, k) puts the markers and bars of the i-th of k curves at every k-th point,
+    shifted by i, so that curves that coincide (say all at 1.0) still show each one's markers and bars; a long
+    curve has a bar at about every twelfth point.
     """
     x, mean, lo, hi = (np.asarray(v, dtype=np.float64) for v in (x, mean, lo, hi))
     counts = np.broadcast_to(np.asarray(n, dtype=np.int64), x.shape)
     every = None if stagger is None or len(x) < 2 * stagger[1] else (stagger[0] % stagger[1], stagger[1])
     ax.plot(x, mean, marker=mk, color=colour, label=label, linestyle=linestyle, markersize=4.5, linewidth=1.5,
             markevery=every)
-    ok = np.isfinite(lo) & np.isfinite(hi) & (counts >= MIN_BAND)
+    ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(mean) & (counts >= MIN_BAND)
     if ok.any():
-        poly = ax.fill_between(x[ok], np.clip(lo[ok], *bounds), np.clip(hi[ok], *bounds), color=colour, alpha=0.18,
-                               linewidth=0)
-        _tag(poly, counts[ok].min())
+        idx = np.flatnonzero(ok)
+        step = max(1, len(idx) // 12)
+        if every is not None:
+            step = max(step, every[1])
+            idx = idx[(idx % step) == (every[0] % step)] if len(idx) > step else idx
+        else:
+            idx = idx[::step]
+        if len(idx):
+            low, high = np.clip(lo[idx], *bounds), np.clip(hi[idx], *bounds)
+            err = [np.maximum(0, mean[idx] - low), np.maximum(0, high - mean[idx])]
+            bars = ax.errorbar(x[idx], mean[idx], yerr=err, fmt="none", ecolor=colour, elinewidth=0.9, capsize=2.0,
+                               alpha=0.85)
+            for c in bars.lines[2]:
+                _tag(c, counts[idx].min())
 
 
 def seed_curves(ax, x, values, colour, label: str, mk: str = "o", linestyle: str = "-", *,
@@ -168,7 +187,7 @@ def seed_curves(ax, x, values, colour, label: str, mk: str = "o", linestyle: str
     seeds = A.shape[0]
     if seeds >= MIN_BAND:
         mean, lo, hi, n = column_mean_intervals(A, 0.95)
-        band(ax, x, mean, lo, hi, colour, f"{label} (mean, 95% band)", mk, linestyle, n=n, bounds=bounds,
+        band(ax, x, mean, lo, hi, colour, f"{label} (mean, 95% bars)", mk, linestyle, n=n, bounds=bounds,
              stagger=stagger)
         return seeds
     every = None if stagger is None or len(x) < 2 * stagger[1] else (stagger[0] % stagger[1], stagger[1])

@@ -177,7 +177,7 @@ def plot_atlas(out: str | Path, summaries: list[dict], records: list[dict]) -> l
             bar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=axes, shrink=0.6, aspect=30, pad=0.01)
             bar.set_label(r"$\log_{10}$(slack): blue = the bound holds with room, white = tight, red = beyond it",
                           fontsize=8.5)
-            bar.set_ticks([-4, -2, -1, -0.3, 0, 0.3, 1, 2, 4])
+            bar.set_ticks(np.arange(-CLIP, CLIP + 1))  # evenly valued (figures.plots.figcheck)
             bar.ax.tick_params(labelsize=8)
             fig.legend(handles=_legend_handles(), loc="outside lower center", ncol=2, fontsize=8, frameon=False)
             trials = sorted({int(s["trials"]) for s in sums if s.get("source") != "exact" and s.get("trials")})

@@ -165,7 +165,7 @@ def fig3b(ctx: Context) -> Section:
         ax.set_xlabel("Δ")
         ax.set_ylim(-0.03, 1.03)
     figure_legend(fig, axes[0], ncol=3)
-    axes[0][0].set_ylabel("final clustering accuracy\n(mean, 95% band)")
+    axes[0][0].set_ylabel("final clustering accuracy\n(mean, 95% error bars)")
     suptitle(fig, face("CLoVE Fig. 3(b) reproduced (k-FED with and without Awasthi-Sheffet against CLoVE)",
                        f"synthetic mixed linear regression of Fig. 3(a) ({ctx.size} run)",
                        f"K = 5 clusters x 5 clients, n = {n} samples each, d = 10, CLoVE after {rounds} rounds",

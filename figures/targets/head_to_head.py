@@ -127,7 +127,7 @@ def plot(s: dict, out: list[dict], folder) -> list[str]:
                            label=f"{label}, random init (Δ = {D0})")
         ax.set_xticks(sorted({r["x"] for r in out if r["sweep"] == sweep}))
         ax.set_xlabel(TITLES[sweep][0])
-        ax.set_ylabel(f"{TITLES[sweep][1]}\n(mean; 95% band from 3+ trials)", fontsize=9)
+        ax.set_ylabel(f"{TITLES[sweep][1]}\n(mean; 95% bars from 3+ trials)", fontsize=9)
         if sweep == "init":
             ax.invert_xaxis()  # worse initialisations to the right
         ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, frameon=False)

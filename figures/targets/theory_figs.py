@@ -247,6 +247,31 @@ def _verdicts(rs: list[dict]) -> str:
     return ", ".join(verdicts)
 
 
+# direction -> (colour, line style, marker) of the paper's reference: an upper bound (the value lies below: v), a
+# lower bound (above: ^) and a stated value (an identity: a dotted grey line with diamonds)
+_BOUND_STYLE = {"upper": ("black", "--", "v"), "lower": ("black", "-.", "^"), "equal": ("0.45", ":", "D")}
+
+
+def _is_probability(label: str) -> bool:
+    """Whether a quantity's label names a probability (``P[...]``, ``Pr(...)``, "probability")."""
+    text = label.strip().lstrip("$").lstrip("\\")
+    return text.startswith(("P[", "P(", "Pr[", "Pr(", "P_{", "mathbb{P}")) or "probabilit" in label.lower()
+
+
+def _probability_view(ax, x, b) -> str:
+    """A probability axis within [0, 1]: a bound above 1 says nothing; it is left out of view and the panel's title
+    says so, with its values (returned: the title's extra line, or "")."""
+    over = [bv for bv in b if math.isfinite(bv) and bv > 1]
+    if ax.get_yscale() == "log":
+        ax.set_ylim(min(ax.get_ylim()[0], 0.5), 1.0)
+    else:
+        ax.set_ylim(-0.02, 1.02)
+    if not over:
+        return ""
+    shown = ", ".join(f"{v:.3g}" for v in over[:3]) + (", ..." if len(over) > 3 else "")
+    return f"\nbound > 1 (vacuous) at {len(over)}/{len(b)} points: {shown}"
+
+
 def _plot(folder, paper: str, table: list[dict], size: str = "quick"):
     results = list(dict.fromkeys(r["result"] for r in table))
     if not results:
@@ -260,8 +285,10 @@ def _plot(folder, paper: str, table: list[dict], size: str = "quick"):
         rs = [r for r in table if r["result"] == name]
         x = [r["value"] for r in rs]
         b = [r["bound"] if math.isfinite(r["bound"]) else math.nan for r in rs]
-        # the legend says on which side of the bound the value must lie (or that it is an identity)
-        ax.plot(x, b, color="black", linestyle="--", marker="x", markersize=4, label=BOUND_LABELS[rs[0]["direction"]])
+        # the legend says on which side of the bound the value must lie (or that it is an identity); each kind of
+        # reference has its own style (a stated value is not an upper bound)
+        colour, dash, mk = _BOUND_STYLE[rs[0]["direction"]]
+        ax.plot(x, b, color=colour, linestyle=dash, marker=mk, markersize=4.5, label=BOUND_LABELS[rs[0]["direction"]])
         ex = [r["exact"] for r in rs]
         if any(math.isfinite(v) for v in ex):
             ax.plot(x, ex, color=col[0], linestyle="-", marker="o", markersize=3.5, label="exact value")
@@ -278,13 +305,15 @@ def _plot(folder, paper: str, table: list[dict], size: str = "quick"):
             plain_log(ax.yaxis)
         else:
             _plain_linear(ax, [v for v in b + ex + em if math.isfinite(v)])
+        ylabel = quantity_label(name, rs[0].get("quantity", ""))
+        note = _probability_view(ax, x, b) if _is_probability(ylabel) else ""
         if min(x) > 0 and max(x) / min(x) >= 10:
             ax.set_xscale("log")
         value_ticks(ax.xaxis, x)  # the swept values themselves (a short log range labels its minor ticks)
         ax.set_xlabel(PARAMS.get(rs[0]["param"], rs[0]["param"]), fontsize=9)
         # the quantity the result bounds, and the result by the paper's own name (not the registry id)
-        ax.set_ylabel(quantity_label(name, rs[0].get("quantity", "")), fontsize=8.5)
-        ax.set_title(f"{_lemma(rs[0].get('cite', name))}\n({_verdicts(rs)})", fontsize=9)
+        ax.set_ylabel(ylabel, fontsize=8.5)
+        ax.set_title(f"{_lemma(rs[0].get('cite', name))}\n({_verdicts(rs)}){note}", fontsize=9)
         ax.tick_params(labelsize=8)
     for j in range(len(results), nrow * ncol):
         axes[j // ncol][j % ncol].set_visible(False)
