@@ -331,17 +331,30 @@ def _run_targets(ctx, runnable: list[tuple[int, str]], total: int, bar: bool) ->
     the trials' workers would leave idle.  A target that needs a result store another target is filling waits
     for it and reads its runs (:attr:`figures.registry.Context.wait_for_stores`).  Medium and full runs, and a
     single target, run the targets one after the other with the trials spread over the workers."""
-    import dataclasses
-
-    from figures.registry import quick_cost
+    from figures.report.progress import RunProgress
 
     t0 = time.time()
     lanes = min(ctx.n_jobs, len(runnable)) if ctx.size in ("tiny", "quick") and ctx.backend == "loky" else 1
+    # the whole run's line every 30 s: k of N targets done, elapsed, ETA (figures.report.progress.RunProgress)
+    with RunProgress([name for _, name in runnable]) as run:
+        return _run_lanes(ctx, runnable, total, bar, t0, lanes, run)
+
+
+def _run_lanes(ctx, runnable, total: int, bar: bool, t0: float, lanes: int, run) -> list[str]:
+    """The targets one after the other (``lanes`` 1) or side by side; ``run.done(name)`` as each finishes."""
     if lanes <= 1:
-        # _run_target returns (name, done): the pair itself is always true, so test its second item
-        return [name for i, name in runnable
-                if not _run_target(ctx, name, i, total, True if bar else None, t0)[1]]
+        failed = []
+        for i, name in runnable:
+            # _run_target returns (name, done): the pair itself is always true, so test its second item
+            if not _run_target(ctx, name, i, total, True if bar else None, t0)[1]:
+                failed.append(name)
+            run.done(name)
+        return failed
+    import dataclasses
+
     from joblib import Parallel, delayed
+
+    from figures.registry import quick_cost
 
     print(f"paper_repro.py: {len(runnable)} targets on {lanes} workers side by side, longest first; each prints "
           "its own lines", flush=True)
@@ -350,7 +363,11 @@ def _run_targets(ctx, runnable: list[tuple[int, str]], total: int, bar: bool) ->
     # bars of several processes would overwrite each other: plain lines unless --progress asks for bars
     done = Parallel(n_jobs=lanes, backend="loky", return_as="generator_unordered", pre_dispatch="n_jobs")(
         delayed(_run_target)(lane_ctx, name, i, total, True if bar else False, t0) for i, name in order)
-    ok = {name for name, good in done if good}
+    ok = set()
+    for name, good in done:
+        run.done(name)
+        if good:
+            ok.add(name)
     return [name for _, name in runnable if name not in ok]
 
 

@@ -24,7 +24,7 @@ from typing import TextIO
 
 from ..runs import set_batch_observer
 
-__all__ = ["INTERVAL", "StepProgress", "closing_summary", "cpu_seconds", "current", "duration"]
+__all__ = ["INTERVAL", "RunProgress", "StepProgress", "closing_summary", "cpu_seconds", "current", "duration"]
 
 INTERVAL = 30.0  # seconds between plain progress lines (and before the first): shorter steps print none
 TICK = 1.0  # seconds between looks at the stores (and redraws of a bar)
@@ -232,6 +232,98 @@ class StepProgress:
         return self.clock() - self.started
 
     def __enter__(self) -> StepProgress:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class RunProgress:
+    """The whole run's progress: one line every ``interval`` seconds, ``[run] 3 of 29 targets done; 4m10s elapsed;
+    ETA 6m40s``, whatever the targets print themselves (several run side by side in a quick run).
+
+    The ETA weighs the targets by their expected cost (``cost(name)``: :func:`figures.registry.quick_cost`, the
+    CPU seconds each takes in a quick run): the elapsed time times the cost still to run over the cost run so far.
+    Call :meth:`done` as each target finishes; use as a context manager, or :meth:`start` and :meth:`stop`."""
+
+    def __init__(self, names: list[str], stream: TextIO | None = None, interval: float | None = None,
+                 clock: Callable[[], float] | None = None, tick: float | None = None,
+                 cost: Callable[[str], float] | None = None):
+        interval = INTERVAL if interval is None else interval
+        tick = TICK if tick is None else tick
+        for what, v in (("interval", interval), ("tick", tick)):
+            if not (isinstance(v, int | float) and 0 < v < float("inf")):
+                raise ValueError(f"{what} must be a number of seconds in (0, inf), got {v!r}")
+        if cost is None:
+            from ..registry import quick_cost as cost
+        self.names = list(names)
+        self.cost = {n: max(float(cost(n)), 1e-9) for n in self.names}
+        self.stream = stream if stream is not None else sys.stderr
+        self.clock = clock if clock is not None else _clock
+        self.interval, self.tick = float(interval), float(tick)
+        self.started = self.clock()
+        self._next_line = self.started + self.interval
+        self._done: list[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.lines_printed = 0
+
+    def done(self, name: str) -> None:
+        """Target ``name`` finished (done, pending or failed)."""
+        with self._lock:
+            if name not in self._done:
+                self._done.append(name)
+
+    def eta(self) -> float | None:
+        """Seconds left, by cost (None before the first target has finished)."""
+        with self._lock:
+            spent = sum(self.cost.get(n, 0.0) for n in self._done)
+            left = sum(c for n, c in self.cost.items() if n not in self._done)
+        if left <= 0:
+            return 0.0
+        if spent <= 0:
+            return None
+        return (self.clock() - self.started) * left / spent
+
+    def line(self) -> str:
+        with self._lock:
+            k = len(self._done)
+        eta = self.eta()
+        text = f"[run] {k} of {len(self.names)} targets done; {duration(self.clock() - self.started)} elapsed"
+        if k < len(self.names):
+            text += f"; ETA {duration(eta)}" if eta is not None else "; ETA after the first target"
+        return text
+
+    def poll(self) -> None:
+        """Print the line when it is due."""
+        now = self.clock()
+        if now >= self._next_line:
+            print(self.line(), file=self.stream, flush=True)
+            self.lines_printed += 1
+            while self._next_line <= now:
+                self._next_line += self.interval
+
+    def _loop(self) -> None:
+        while not self._stop.wait(min(self.tick, self.interval)):
+            try:
+                self.poll()
+            except Exception:  # progress must never fail a run
+                return
+
+    def start(self) -> RunProgress:
+        self._thread = threading.Thread(target=self._loop, name="progress-run", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> float:
+        """Stop reporting; returns the elapsed seconds."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        return self.clock() - self.started
+
+    def __enter__(self) -> RunProgress:
         return self.start()
 
     def __exit__(self, *exc) -> None:
