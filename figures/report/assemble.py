@@ -69,8 +69,8 @@ def where_real_data(size: str, stored: list[dict]) -> str:
     return (f"**Where the real-data verdicts are.** A {size} run uses no real data: the neural-network targets run "
             "on scikit-learn's 8x8 digits in place of MNIST (their numbers are never held to the paper's ±), and the "
             "targets on data with no embedded copy are pending. The papers' own data are compared by `python "
-            "paper_repro.py --size medium` (MNIST, FEMNIST, AG News, Amazon from the data directory; 36 "
-            "minutes on 2 cores when last measured, longer now, see docs/reproducing.md; the headline of the last "
+            "paper_repro.py --size medium` (MNIST, FEMNIST, AG News, Amazon from the data directory; its time: "
+            "docs/reproducing.md; the headline of the last "
             f"such run is kept in `{MEDIUM_RECORD}`), by `--full`, and by the "
             f"stored paper-scale runs of `figures/measured/`, whose {len(stored)} rows follow (counted in the "
             "*stored paper-scale runs* lines of the first table).")
