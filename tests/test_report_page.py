@@ -179,3 +179,29 @@ def test_the_page_is_short_with_its_sections_closed(page):
         assert len(re.sub(r"<[^>]+>", "", shown)) < 12_000
         pytest.skip("no headless Chromium: checked the HTML-structure proxy only")
     assert height < 8000, height
+
+
+def test_the_sentences_say_what_holds_differs_and_is_untested_with_numbers_and_where():
+    """The issue's example: IFCA's one finding that holds (Fig. 3 at paper scale, 12 of 12 claims) opens its
+    sentence; a violated bound is named with its check; untested rows say why."""
+    agree = [{"item": f"IFCA Fig. 3({c}) [ifca_fig3{c}_full_code]: Fig. 3({c}) `bernoulli-code`, σ=0.{i}",
+              "verdict": "agrees", "compared": "", "source": "", "number": False, "protocol": "", "counted": True}
+             for c in "abcd" for i in range(3)]
+    theory = [{"item": f"ifca-lemma1 at n={n}", "verdict": v, "compared": "", "source": "", "number": False,
+               "protocol": "", "counted": True} for n, v in ((10, "holds"), (50, "violated"), (90, "vacuous"))]
+    number = [{"item": "IFCA Table I: IFCA / Rotated MNIST", "verdict": "not run (data not available)", "compared": "",
+               "source": "x", "number": False, "protocol": "same", "counted": True}]
+    said = paper_sentences([("measured-runs", "beyond papers", "stored paper-scale runs", agree),
+                            ("theory-ifca", "beyond papers", "synthetic / theory", theory),
+                            ("ifca-table1", "IFCA", "stand-in (8x8 digits)", number)],
+                           [("ifca-table2", "IFCA", "pending: FEMNIST is not embedded: runs with --size medium")],
+                           "quick")
+    s = said["IFCA"]
+    assert s["holds"].startswith("Holds: 12 of 12 claims agree on the stored paper-scale runs (`measured-runs`: "
+                                 "IFCA Fig. 3(a), IFCA Fig. 3(b), IFCA Fig. 3(c), IFCA Fig. 3(d))")
+    assert "1 of 2 bound checks hold in the theory checks (`theory-ifca`" in s["holds"]
+    assert s["differs"] == ("Differs: 1 of 2 bound checks violated in the theory checks, the bound against exact "
+                            "or empirical values (`theory-ifca`: ifca-lemma1).")
+    assert "1 bound checks vacuous" in s["untested"] and "published numbers not run (data not available)" in \
+        s["untested"]
+    assert s["untested"].endswith("1 target without results (`ifca-table2`: FEMNIST is not embedded).")

@@ -459,8 +459,10 @@ def _words(kind: str, what: str) -> str:
 
 
 def _short(why: str) -> str:
+    """A pending target's reason, its first clause (``FEMNIST is not embedded: runs with ...`` -> ``FEMNIST is not
+    embedded``)."""
     why = why.split(": ", 1)[1] if why.startswith(("pending: ", "failed: ")) else why
-    return why if len(why) <= 70 else why[:67].rstrip() + "..."
+    return why.split(": ", 1)[0].split("; ", 1)[0].strip()
 
 
 def _open_reason(c: str, r: dict, kind: str, size: str) -> str:
