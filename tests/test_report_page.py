@@ -205,3 +205,30 @@ def test_the_sentences_say_what_holds_differs_and_is_untested_with_numbers_and_w
     assert "1 bound checks vacuous" in s["untested"] and "published numbers not run (data not available)" in \
         s["untested"]
     assert s["untested"].endswith("1 target without results (`ifca-table2`: FEMNIST is not embedded).")
+
+
+def test_rows_of_one_cell_state_the_cells_protocol_once():
+    from figures.report.html_report import markdown_html
+
+    proto = ("protocol: near the paper: 3 declared deviations (data source; clients; sampling); paper silent on 6 "
+             "(model; tuning)")
+    items = [f"- **CLoVE Table 3: Amazon / {m} [paper scale]**: paper scale: cell `clove-amazon:amazon:8`, 3 seed(s) "
+             f"stored; command: `python paper_repro.py --campaign run`; {proto}" + (f"; {m} as its authors' code"
+                                                                                   if m == "PACFL" else "")
+             for m in ("FedAvg", "IFCA", "PACFL")]
+    page = markdown_html("\n".join(items))
+    assert page.count("3 declared deviations") == 1 and page.count("--campaign run") == 1
+    assert "3 rows of cell <code>clove-amazon:amazon:8</code>" in page and "PACFL as its authors' code" in page
+    assert all(m in page for m in ("FedAvg", "IFCA", "PACFL"))
+
+
+def test_a_table_repeating_the_sections_rows_joins_it():
+    from figures.report.html_report import _merge_repeated_table
+
+    table = "| item | paper | verdict |\n|---|---|---|\n| a | 1 | agrees |\n| b | 2 | differs |"
+    rest = ("Intro.\n\n| number | paper | verdict | protocol |\n|---|---|---|---|\n| a | 1 | agrees | same |\n"
+            "\nAfter.")
+    merged, left = _merge_repeated_table(table, rest)
+    assert merged.splitlines()[0] == "| item | paper | verdict | protocol |"
+    assert "| a | 1 | agrees | same |" in merged and "| b | 2 | differs | — |" in merged
+    assert "| number |" not in left and "Intro." in left and "After." in left

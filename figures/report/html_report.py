@@ -99,7 +99,7 @@ def _verdict_class(verdict: str) -> str:
     return _CLASS.get(c, "")
 
 
-MAX_ROWS = 40  # rows shown of a long table besides its tested rows (the rest: in its comparison.csv and report.md)
+MAX_ROWS = 25  # rows shown of a long table besides its tested rows (the rest: in its comparison.csv and report.md)
 _LONG = 40  # a cell this long or longer, repeated in its column, is stated once under the table
 _UNTESTED = ("shown", "not comparable", "not run", "n/a", "no published value", "finding")
 
@@ -156,21 +156,66 @@ def _table(lines: list[str], rest_href: str | None = None) -> str:
     return "\n".join(out)
 
 
+def _segments(text: str) -> list[str]:
+    """``text`` split at its top-level ``"; "`` (not inside parentheses or code)."""
+    out, depth, code, start = [], 0, False, 0
+    for i, ch in enumerate(text):
+        if ch == "`":
+            code = not code
+        elif not code and ch in "([":
+            depth += 1
+        elif not code and ch in ")]":
+            depth = max(0, depth - 1)
+        elif not code and depth == 0 and text.startswith("; ", i):
+            out.append(text[start:i])
+            start = i + 2
+    out.append(text[start:])
+    return [x for x in (x.strip() for x in out) if x]
+
+
 def _grouped(items: list[str]) -> list[str]:
-    """List items ``**label**: text`` that share their text (a stored run's protocol, stated for each of its rows)
-    as one item, ``**label 1**; **label 2**: text``: each text stated once."""
-    by: dict[str, list[str]] = {}
-    order: list[str] = []
+    """List items ``**label**: text`` with each text stated once.
+
+    Items that share their whole text become one item (``**label 1**; **label 2**: text``).  Items of one stored
+    cell (``cell `name` `` in their text) state the cell's shared parts (its protocol summary, command, seeds) once,
+    in an item of their own, and each row keeps only what is its own."""
+    parsed: list[tuple[str, str] | str] = []
     for x in items:
         m = re.match(r"(\*\*.+?\*\*): (.+)$", x)
-        if not m:
+        parsed.append((m.group(1), m.group(2)) if m else x)
+    cells: dict[str, list[int]] = {}
+    for i, x in enumerate(parsed):
+        m = re.search(r"cell `([^`]+)`", x[1]) if isinstance(x, tuple) else None
+        if m:
+            cells.setdefault(m.group(1), []).append(i)
+    shared_of: dict[int, str] = {}
+    head_of: dict[int, str] = {}
+    for cell, idx in cells.items():
+        if len(idx) < 2:
+            continue
+        segs = [_segments(parsed[i][1]) for i in idx]
+        common = [g for g in segs[0] if all(g in other for other in segs[1:])]
+        if not common:
+            continue
+        head_of[idx[0]] = f"**{len(idx)} rows of cell `{cell}`**: " + "; ".join(common)
+        for i, sg in zip(idx, segs, strict=True):
+            rest = [g for g in sg if g not in common]
+            shared_of[i] = ("; ".join(rest) if rest else "as the cell") + f"\x01{cell}"  # grouped within its cell
+    by: dict[str, list[str]] = {}
+    order: list[str] = []
+    for i, x in enumerate(parsed):
+        if i in head_of:
+            order.append(head_of[i])
+        if not isinstance(x, tuple):
             order.append(x)
             continue
-        if m.group(2) not in by:
-            order.append(m.group(2))
-            by[m.group(2)] = []
-        by[m.group(2)].append(m.group(1))
-    return [f"{'; '.join(by[x])}: {x}" if x in by else x for x in order]
+        label, text = x
+        text = shared_of.get(i, text)
+        if text not in by:
+            order.append(text)
+            by[text] = []
+        by[text].append(label)
+    return [f"{'; '.join(by[x])}: {x.split(chr(1))[0]}" if x in by else x for x in order]
 
 
 def markdown_html(text: str) -> str:
@@ -229,6 +274,42 @@ def _section_parts(text: str) -> tuple[list[tuple[str, str]], str, str]:
     return [(src, cap) for cap, src in figs], "\n".join(table), "\n".join(rest)
 
 
+def _merge_repeated_table(table: str, rest: str) -> tuple[str, str]:
+    """A table of ``rest`` whose rows all repeat rows of the section's paper-vs-toolkit ``table`` (the stored
+    campaign's rows, listed again with their protocol class) is shown once: its extra columns (the protocol's short
+    word) join ``table`` and it leaves ``rest``."""
+    if not table:
+        return table, rest
+    main = table.splitlines()
+    header = _cells(main[0])
+    items = {_cells(x)[0]: k for k, x in enumerate(main[2:])}
+    lines = rest.splitlines()
+    i = 0
+    while i < len(lines):
+        if not lines[i].lstrip().startswith("|"):
+            i += 1
+            continue
+        j = i
+        while j < len(lines) and lines[j].lstrip().startswith("|"):
+            j += 1
+        block = lines[i:j]
+        if len(block) > 2:
+            head = _cells(block[0])
+            rows = [_cells(x) for x in block[2:]]
+            extra = [c for c in head if c not in header and c not in ("number", "item")]
+            if all(r and r[0] in items for r in rows) and extra:
+                cols = [head.index(c) for c in extra]
+                add = {r[0]: [r[c] if c < len(r) else "" for c in cols] for r in rows}
+                body = [_cells(x) for x in main[2:]]
+                main = ["| " + " | ".join(header + extra) + " |", "|" + "---|" * (len(header) + len(extra))]
+                main += ["| " + " | ".join(c.replace("|", "\\|") for c in r + add.get(r[0], ["—"] * len(extra)))
+                         + " |" for r in body]
+                del lines[i:j]
+                return "\n".join(main), "\n".join(lines)
+        i = j
+    return table, rest
+
+
 def _order(statuses: dict[str, Status], targets: dict, size: str) -> list[str]:
     """Targets in page order: stored paper-scale runs and real data first, then stand-ins, synthetic and theory,
     then the targets that did not run."""
@@ -269,6 +350,7 @@ def _target_html(out: Path, name: str, st: Status, targets: dict, size: str) -> 
            f'<span class="kind">{html.escape(kind)}; {html.escape(_verdict_counts(st))}</span></summary>'
     text = section_path(out, name, size).read_text(encoding="utf-8")
     figs, table, rest = _section_parts(text)
+    table, rest = _merge_repeated_table(table, rest)
     imgs = []
     for src, cap in figs:
         href = safe_href(src)
@@ -309,9 +391,7 @@ def _ledgers_html() -> str:
     parts = []
     for key, led in sorted(ledgers.items()):
         dev = sum(s.klass == "deviates" for s in led.settings)
-        rows = "".join(f"<tr class='{'v-bad' if s.klass == 'deviates' else ''}'><td>{html.escape(s.name)}</td>"
-                       f"<td>{html.escape(s.klass)}</td><td>{inline(_clip(s.paper))}</td>"
-                       f"<td>{inline(_clip(s.value_for()))}</td></tr>" for s in led.settings)
+        rows = "".join(_setting_row(st) for st in led.settings)
         parts.append(f"<details><summary><b>{html.escape(key)}</b> <span class='kind'>{html.escape(led.paper)}, "
                      f"{html.escape(led.kind)}; {dev} declared deviation{'s' * (dev != 1)} of "
                      f"{len(led.settings)} settings; {html.escape(', '.join(led.folders))}</span></summary>"
@@ -321,7 +401,20 @@ def _ledgers_html() -> str:
     return "\n".join(parts)
 
 
-def _clip(text: str, n: int = 240) -> str:
+def _setting_row(st) -> str:
+    """One setting of a ledger: the paper's words and the toolkit's value where they differ (a deviation), the
+    paper's words where they agree, the toolkit's source where the paper is silent."""
+    if st.klass == "same":
+        paper, toolkit, cls = _clip(st.paper, 100), "as the paper", ""
+    elif st.klass == "paper silent":
+        paper, toolkit, cls = "(silent)", _clip(st.value_for(), 120), ""
+    else:
+        paper, toolkit, cls = _clip(st.paper), _clip(st.value_for()), " class='v-bad'"
+    return (f"<tr{cls}><td>{html.escape(st.name)}</td><td>{html.escape(st.klass)}</td><td>{inline(paper)}</td>"
+            f"<td>{inline(toolkit)}</td></tr>")
+
+
+def _clip(text: str, n: int = 140) -> str:
     """``text`` cut to ``n`` characters; a cut text loses its links and unpaired bold or code marks."""
     text = " ".join(text.split())
     if len(text) <= n:
