@@ -106,7 +106,18 @@ def sentences(out: Path, targets: dict, size: str, statuses: dict[str, Status] |
     """Per paper, what holds, differs, is untested (:func:`figures.report.headline.paper_sentences`) from the
     verified status files of this size."""
     statuses = statuses if statuses is not None else read_all(out, targets, size)
-    return paper_sentences(*_entries(statuses, targets, size), size)
+    return paper_sentences(*_entries(statuses, targets, size), size, _gaps(stored_rows(out, statuses)))
+
+
+def _gaps(stored: list[dict]) -> dict[str, float]:
+    """Item -> reproduced minus published, of the stored paper-scale rows that state it."""
+    out = {}
+    for r in stored:
+        try:
+            out[r["item"]] = float(str(r.get("difference", "")).replace("−", "-"))
+        except ValueError:
+            continue
+    return out
 
 
 def headline(out: Path, targets: dict, size: str, statuses: dict[str, Status] | None = None,
@@ -118,7 +129,8 @@ def headline(out: Path, targets: dict, size: str, statuses: dict[str, Status] | 
     stored = stored_rows(out, statuses)
     unreadable = [(n, st.reason) for n, st in statuses.items() if st.state == "unreadable"]
     text = headline_markdown(tally(entries), pending, size, system_rows(entries), where_real_data(size, stored),
-                             unreadable, paper_sentences(entries, pending, size) if with_sentences else None)
+                             unreadable, paper_sentences(entries, pending, size, _gaps(stored)) if with_sentences
+                             else None)
     if size not in ("medium", "full"):
         text += "\n" + _stored_table(stored)
     return text

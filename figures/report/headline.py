@@ -355,7 +355,7 @@ def _where(rows: list[tuple[str, dict]], limit: int = 3, labels: bool = False) -
 
 
 def paper_sentences(entries: list[tuple[str, str, str, list[dict]]], pending: list[tuple[str, str, str]],
-                    size: str) -> dict[str, dict[str, str]]:
+                    size: str, gaps: dict[str, float] | None = None) -> dict[str, dict[str, str]]:
     """Per paper, the three sentences a reader can quote: ``holds`` (what agrees, with the numbers and where),
     ``differs`` (what disagrees, with its protocol status) and ``untested`` (what was not tested, and why: data,
     compute, seeds, stale protocols, a stand-in in place of the data).
@@ -412,7 +412,7 @@ def paper_sentences(entries: list[tuple[str, str, str, list[dict]]], pending: li
         t = tested.get(paper, Counter())
         if not t and paper not in waiting and (paper == "beyond papers" or paper not in open_):
             continue
-        keys = sorted(t, key=lambda k: (rank[k[0]], k[1]))
+        keys = sorted(t, key=lambda k: (rank[k[0]], _WHAT.index(k[1])))
         holds = []
         for key in keys:
             rows = good.get(paper, {}).get(key, [])
@@ -437,8 +437,9 @@ def paper_sentences(entries: list[tuple[str, str, str, list[dict]]], pending: li
                 else:
                     status = "the paper's generator" + (f" at the reduced {size} size" if size not in
                                                         ("medium", "full") else "")
-                differs.append(f"{len(rows)} of {t[key]} {what} {verb} {_words(kind, what)}, {status} "
-                               f"({_where(rows, labels=True)})")
+                where = _largest(rows, gaps) if what == "published numbers" and gaps else \
+                    _where(rows, labels=True)
+                differs.append(f"{len(rows)} of {t[key]} {what} {verb} {_words(kind, what)}, {status} ({where})")
         reasons = [(why, n) for why, n in open_.get(paper, Counter()).most_common() if why]
         untested = [f"{n} {why}" for why, n in reasons[:5]]
         if len(reasons) > 5:
@@ -452,6 +453,21 @@ def paper_sentences(entries: list[tuple[str, str, str, list[dict]]], pending: li
                        + ".",
             "untested": "Untested: " + ("; ".join(untested) if untested else "nothing") + "."}
     return out
+
+
+_BRACKETS = re.compile(r" \[[^\]]*\]")  # "[paper scale]", "[second protocol: ...]"
+_WHAT = ("published numbers", "claims", "orderings", "bound checks")
+
+
+def _largest(rows: list[tuple[str, dict]], gaps: dict[str, float], n: int = 3) -> str:
+    """The ``n`` rows with the largest gap to the paper (``gaps``: item -> reproduced minus published), each with
+    its gap to 4 significant digits: ``largest: `measured-runs`: CLoVE Table 3: Amazon / FeSEM +32.46, ...``."""
+    known = sorted(((abs(gaps[r["item"]]), name, r["item"]) for name, r in rows if r["item"] in gaps),
+                   reverse=True)
+    if not known:
+        return _where(rows, labels=True)
+    parts = [f"`{name}`: {_BRACKETS.sub('', item)} {gaps[item]:+.4g}" for _, name, item in known[:n]]
+    return "largest gaps: " + "; ".join(parts)
 
 
 def _words(kind: str, what: str) -> str:
