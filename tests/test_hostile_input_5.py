@@ -254,3 +254,41 @@ def test_the_campaigns_worker_counts_are_bounded_before_any_allocation(flag, val
     code = paper_repro.main(["--campaign", "plan", "--backend", "dask", flag, value])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and f"{flag} must be a whole number of workers in [0, 10000]" in err
+
+
+# -- Dask: a worker set that can take no run, a scheduler that never speaks ---------------------------------------
+def test_workers_that_declare_no_resource_end_the_campaign_at_once():
+    pytest.importorskip("distributed")
+    from figures.campaign.dask_runner import run_queue
+    from figures.campaign.store import RunRequest
+
+    class Client:  # one connected worker with no CPU or GPU resource
+        def scheduler_info(self, n_workers=-1):
+            return {"workers": {"tcp://127.0.0.1:1": {"resources": {}}}}
+
+    req = RunRequest("t", "f", 0, 0, {"algo": "global", "dataset": "mnist-rotated", "clients": 4}, 0,
+                     "figures.trials.nets_trial")
+    with pytest.raises(ValueError, match="1 runs left that no connected worker can take"):
+        run_queue(Client(), [], [req], "/nonexistent", None, "", log=lambda s: None, wait_s=600.0)
+
+
+def test_a_silent_scheduler_is_named_within_a_bounded_wait(monkeypatch):
+    pytest.importorskip("distributed")
+    import socket
+    import threading
+    import time
+
+    import figures.campaign.dask_runner as dr
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    held = []
+    threading.Thread(target=lambda: held.append(srv.accept()), daemon=True).start()  # accepts, never speaks
+    monkeypatch.setattr(dr, "CONNECT_TIMEOUT_S", 3.0)
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="no Dask scheduler answered within 3 s"):
+        with dr._client(f"tcp://127.0.0.1:{srv.getsockname()[1]}", 0, 0):
+            pass
+    assert time.monotonic() - t0 < 60
+    srv.close()

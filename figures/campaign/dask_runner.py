@@ -549,10 +549,12 @@ def run_queue(client, gpu_runs: list[RunRequest], cpu_runs: list[RunRequest], ro
                 if "deadline" in said or not queue.left():
                     break
                 idle_since = idle_since or time.time()
-                if time.time() - idle_since >= wait_s:
-                    log(f"campaign: {queue.left()} runs left that no connected worker can take (the GPU queue needs "
-                        "a worker declaring the resource GPU=1, the CPU queue CPU=1 or GPU=1)")
-                    break
+                workers = client.scheduler_info(n_workers=-1).get("workers", {})
+                if (workers and not any(_slots(client).values())) or time.time() - idle_since >= wait_s:
+                    # connected workers that declare no usable resource will never take a run: no wait, no exit 0
+                    raise ValueError(f"campaign: {queue.left()} runs left that no connected worker can take "
+                                     f"({len(workers)} worker(s) connected; the GPU queue needs a worker declaring "
+                                     "the resource GPU=1, the CPU queue CPU=1 or GPU=1)")
                 time.sleep(poll_s)
                 continue
             idle_since = None
@@ -646,6 +648,35 @@ def local_cluster(cpus: int, gpus: int = 0):
     return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR)
 
 
+CONNECT_TIMEOUT_S = 30.0  # a scheduler that accepts and never speaks is named within this wait
+
+
+def _probe(scheduler: str) -> None:
+    """A ``tcp://HOST:PORT`` scheduler must accept a connection and speak (a Dask scheduler sends its handshake at
+    once) within :data:`CONNECT_TIMEOUT_S`: Dask's own client waits on a silent server without a bound."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if not scheduler.startswith("tcp://"):
+        return
+    try:
+        parts = urlsplit(scheduler)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or not port:
+        raise ValueError(f"--scheduler {scheduler}: not an address of the form tcp://HOST:PORT")
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S) as conn:
+            conn.settimeout(CONNECT_TIMEOUT_S)
+            spoke = bool(conn.recv(1))
+    except OSError as exc:
+        raise ValueError(f"--scheduler {scheduler}: no Dask scheduler answered within {CONNECT_TIMEOUT_S:g} s "
+                         f"({type(exc).__name__}: {exc})") from None
+    if not spoke:
+        raise ValueError(f"--scheduler {scheduler}: the server closed the connection without a Dask handshake")
+
+
 @contextlib.contextmanager
 def _client(scheduler: Any, cpus: int, gpus: int) -> Iterator[Any]:
     """A client of ``scheduler`` (an address, or a ``distributed.Client`` used as it is), else of a local cluster
@@ -656,7 +687,13 @@ def _client(scheduler: Any, cpus: int, gpus: int) -> Iterator[Any]:
         yield scheduler
         return
     if scheduler is not None:
-        with Client(scheduler) as client:
+        _probe(scheduler)
+        try:
+            client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError) as exc:
+            raise ValueError(f"--scheduler {scheduler}: no Dask scheduler answered within {CONNECT_TIMEOUT_S:g} s "
+                             f"({type(exc).__name__}); is it a Dask scheduler's address (tcp://HOST:8786)?") from None
+        with client:
             yield client
         return
     with local_cluster(cpus, gpus) as cluster, Client(cluster) as client:
