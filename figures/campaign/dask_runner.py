@@ -1,4 +1,7 @@
-"""The paper-scale campaign on a Dask cluster of CPU and GPU workers (issue #46), and its plan priced per device.
+"""The paper-scale campaign on a Dask cluster of CPU and GPU workers, and its plan priced per device.
+
+One module over 700 lines, kept whole: the queues, the device plan, the run loop and the cluster set-up share the
+one notion of a worker slot (``CPU=1`` / ``GPU=1``) and are read together when a campaign misbehaves on a cluster.
 
 ``python paper_repro.py --campaign run --backend dask [--scheduler ADDR]`` submits the campaign's runs to Dask workers,
 one run per worker at a time: a worker declares what it holds with a Dask resource, ``CPU=1`` (one run on one core,
