@@ -30,17 +30,12 @@ def rerun(path: Path, data_dir: str | None, dtype: str | None = None) -> dict:
     import torch
 
     from figures.campaign.provenance import device_name
-    from figures.campaign.store import run_point
+    from figures.campaign.store import load_run, run_point
     from figures.trials import resolve_trial
-    from synth.store import check_digest
 
-    try:
-        stored = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: not a readable campaign run ({type(exc).__name__}: {exc})") from None
-    if not isinstance(stored, dict):
-        raise ValueError(f"{path}: not a campaign run (a JSON object is expected)")
-    stored = check_digest(stored, path)  # an edited run file is refused (one written before digests is read as is)
+    stored = load_run(Path(path))  # a regular file, its digest, its ranges: refused in one line naming the file
+    if stored is None:
+        raise ValueError(f"{path}: no such run file")
     trial_fn = resolve_trial(stored.get("trial_fn"), f"{path}: field 'trial_fn'")
     if not isinstance(stored.get("point"), dict):
         raise ValueError(f"{path}: field 'point' must be an object of the run's parameters")

@@ -55,7 +55,7 @@ def test_a_run_file_naming_foreign_code_is_refused_and_nothing_runs(tmp_path, ki
     else:
         run.update(trial_fn="cflab_planted.trial", point={"dataset": "digits-rotated"})
     path = tmp_path / "run.json"
-    path.write_text(json.dumps(run))
+    path.write_text(json.dumps(with_digest(run)))  # sealed: the digest is no licence to name foreign code
     env = {**ENV, "PYTHONPATH": f"{ROOT}{os.pathsep}{planted}"}
     proc = _script([str(ROOT / "bench" / "rerun_on_cpu.py"), str(path)], env=env)
     _one_line(proc.returncode, proc.stderr, str(path), "'trial_fn'", "not one of the toolkit's trial functions")
@@ -754,7 +754,7 @@ def test_the_campaign_runner_writes_runs_with_their_digest(tmp_path, monkeypatch
 # -- item 10: the bench scripts end in one line on a wrong argument or file --------------------------------------------
 
 @pytest.mark.parametrize("script, argv, fragment", [
-    ("rerun_on_cpu", ["/nonexistent-cflab/run.json"], "not a readable campaign run (FileNotFoundError"),
+    ("rerun_on_cpu", ["/nonexistent-cflab/run.json"], "/nonexistent-cflab/run.json: no such run file"),
     ("rerun_on_cpu", ["TRUNCATED"], "not a readable campaign run (JSONDecodeError"),
     ("rerun_on_cpu", ["RUN", "--dtype", "float16"], "argument --dtype: invalid choice"),
     ("rerun_on_cpu", [], "the following arguments are required: runs"),

@@ -292,3 +292,20 @@ def test_a_silent_scheduler_is_named_within_a_bounded_wait(monkeypatch):
             pass
     assert time.monotonic() - t0 < 60
     srv.close()
+
+
+def test_a_fifo_ledger_and_a_fifo_run_path_are_refused_not_waited_on(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from figures.verdicts.protocol import load_ledger
+
+    os.mkfifo(tmp_path / "x.toml")
+    with pytest.raises(ValueError, match="x.toml.*not a regular file"):
+        load_ledger(tmp_path / "x.toml")
+    os.mkfifo(tmp_path / "run.json")
+    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(root / "bench" / "rerun_on_cpu.py"), str(tmp_path / "run.json")],
+                         capture_output=True, text=True, timeout=120, cwd=root)
+    assert out.returncode != 0 and "not a regular file" in out.stderr and out.stderr.count("\n") == 1, out.stderr

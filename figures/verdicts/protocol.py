@@ -233,6 +233,14 @@ def load_ledger(path: str | Path) -> Ledger:
     """Read and check one ledger file (ValueError naming the file and the field when it is malformed)."""
     path = Path(path)
     r = _Reader(path)
+    import stat
+
+    try:
+        regular = stat.S_ISREG(path.stat().st_mode)
+    except OSError as exc:
+        raise r.fail("file", f"not readable ({type(exc).__name__})") from None
+    if not regular:  # a FIFO by a ledger's name would block the reader
+        raise r.fail("file", "not a regular file (a pipe, device or folder by a ledger's name)")
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
