@@ -501,10 +501,12 @@ def _empty_panels(fig) -> list[str]:
         if not data and not noted:
             bad.append(f"axes {ai}: an empty panel without a note saying why (ax.text)")
             continue
-        if lines and not (ax.collections or ax.images or ax.patches) and not noted:
-            ys = [np.asarray(ln.get_ydata(), dtype=float) for ln in lines]
+        # the curves in data coordinates (a threshold drawn by axhline/axvline is not one)
+        series = [ln for ln in lines if ln.get_transform() == ax.transData]
+        if _series(ax) and series and not (ax.images or [p for p in ax.patches if p.get_visible()]) and not noted:
+            ys = [np.asarray(ln.get_ydata(), dtype=float) for ln in series]
             vals = np.concatenate([y[np.isfinite(y)] for y in ys]) if ys else np.array([])
-            if vals.size > 1 and np.ptp(vals) == 0 and len(_series(ax)) >= 1:
+            if vals.size > 1 and np.ptp(vals) == 0:
                 bad.append(f"axes {ai}: every series is the constant {vals[0]:g}, without a note saying so (ax.text)")
     return bad
 

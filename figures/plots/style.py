@@ -16,9 +16,9 @@ import numpy as np
 from synth.store import save_figure_atomic
 
 __all__ = ["ALGO_ORDER", "BOUND_LABELS", "MIN_BAND", "PALETTE", "SAVE_DPI", "SEPARATE_SCALE", "algo_colour",
-           "algo_hatch", "band", "face", "figure_legend", "integer_ticks", "marker", "method_order", "new_figure",
-           "palette", "plain_log", "plain_maths", "save", "seed_curves", "seeds_text", "separate_scale", "small_print",
-           "stand_in_name", "stands_in", "styled", "suptitle", "value_ticks", "wrap"]
+           "algo_hatch", "band", "constant_note", "face", "figure_legend", "integer_ticks", "marker", "method_order",
+           "new_figure", "palette", "plain_log", "plain_maths", "save", "seed_curves", "seeds_text", "separate_scale",
+           "small_print", "stand_in_name", "stands_in", "styled", "suptitle", "value_ticks", "wrap"]
 
 # no interval (band or whisker) is drawn from fewer values than this: a t-interval from 2 seeds spans most of
 # a bounded metric's range and says nothing (the ordering verdicts need as many, figures.verdicts.rules.MIN_SEEDS)
@@ -202,6 +202,25 @@ def seed_curves(ax, x, values, colour, label: str, mk: str = "o", linestyle: str
     ax.plot(x, mean, marker=mk, color=colour, linestyle=linestyle, markersize=4.5, linewidth=1.5, markevery=every,
             label=f"{label} (mean of {seeds} seeds; thin: each)" if seeds > 1 else f"{label} (1 seed)")
     return seeds
+
+
+def constant_note(ax, what: str = "") -> bool:
+    """Say on the panel when every labelled curve of ``ax`` is one constant (a method that never moved, a panel of
+    zeros): ``every curve at 0`` (``what`` names the quantity).  Returns whether it wrote the note
+    (:mod:`figures.plots.figcheck` fails a constant panel without one)."""
+    vals = []
+    for ln in ax.lines:
+        if not ln.get_visible() or ln.get_transform() != ax.transData:  # a threshold (axhline) is no curve
+            continue
+        y = np.asarray(ln.get_ydata(), dtype=np.float64)
+        vals.append(y[np.isfinite(y)])
+    vals = np.concatenate(vals) if vals else np.array([])
+    if vals.size < 2 or np.ptp(vals) != 0:
+        return False
+    ax.text(0.5, 0.5, f"every curve at {what + ' ' if what else ''}{vals[0]:.4g} throughout",
+            transform=ax.transAxes, ha="center", va="center", fontsize=8, color="0.3",
+            bbox={"facecolor": "white", "edgecolor": "0.8", "alpha": 0.9, "pad": 2})
+    return True
 
 
 def figure_legend(fig, axes, ncol: int = 3, fontsize: float = 7.5) -> None:

@@ -17,6 +17,7 @@ from dataclasses import replace
 from ..plots.dotplot import Dot, dot_plot
 from ..plots.style import (
     algo_colour,
+    constant_note,
     drawing,
     face,
     figure_legend,
@@ -456,6 +457,7 @@ def _conv_figure(ctx: Context, artifact: str, mixings: list[str], curves: dict, 
         ax.axhline(0.9, color="grey", linestyle=":", linewidth=1)
         ax.axvline(10, color="grey", linestyle=":", linewidth=1)
         ax.set_title(alg, fontsize=10, color=algo_colour(alg), fontweight="bold")
+        constant_note(ax, "ARI")  # a method whose every run stays at one value says so
         integer_ticks(ax.xaxis)
         if ai // ncols == (len(algos) - 1) // ncols:
             ax.set_xlabel("round")

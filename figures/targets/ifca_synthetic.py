@@ -22,7 +22,18 @@ import math
 import os
 from pathlib import Path
 
-from ..plots.style import band, face, figure_legend, marker, new_figure, palette, save, suptitle, value_ticks
+from ..plots.style import (
+    band,
+    constant_note,
+    face,
+    figure_legend,
+    marker,
+    new_figure,
+    palette,
+    save,
+    suptitle,
+    value_ticks,
+)
 from ..registry import Context, Section, register
 from ..runs import by_point, run_points, success_summary
 from ..trials import ifca_fig3_trial
@@ -189,6 +200,7 @@ def _plot(folder, panel, s, rows, files):
         value_ticks(ax.xaxis, {r["m"] if s["axis"] == "mn" else r["R"] for r in sub})
         ax.set_ylim(-0.03, 1.03)
         ax.set_title(THETAS[theta], fontsize=9)
+        constant_note(ax, "success")  # a panel of one value (say every trial failed) says so
         if ai == 0:
             ax.set_ylabel("success probability (95% Wilson CI)")
         if ai == len(THETAS) - 1:
