@@ -53,13 +53,14 @@ MIN_BAND = 3
 
 
 def _shade(ax, x, lo, hi, n, colour) -> None:
-    """A confidence band where at least :data:`MIN_BAND` values stand behind the point, marked with that count."""
+    """An interval as an error bar at each point where at least :data:`MIN_BAND` values stand behind it, marked
+    with that count: bars, not translucent bands, which stack into colours of no series (figures.plots.figcheck)."""
     x, lo, hi = (np.asarray(v, dtype=np.float64) for v in (x, lo, hi))
     counts = np.broadcast_to(np.asarray(n, dtype=np.int64), x.shape)
     ok = np.isfinite(lo) & np.isfinite(hi) & (counts >= MIN_BAND)
     if ok.any():
-        poly = ax.fill_between(x[ok], lo[ok], hi[ok], color=colour, alpha=0.2, linewidth=0)
-        poly.set_gid(f"band n={int(counts[ok].min())}")
+        bars = ax.vlines(x[ok], lo[ok], hi[ok], colors=[colour], linewidth=1.0)
+        bars.set_gid(f"band n={int(counts[ok].min())}")
 
 
 # -- loading ---------------------------------------------------------------------------------------------------
@@ -330,9 +331,9 @@ def _ylabel(y: str, confidence: float) -> str:
 
 
 def _curve_figure(sweep, summary, curve, path: Path, confidence: float) -> str:
-    import seaborn as sns
 
     from figures.plots.style import new_figure, small_print, suptitle
+    from figures.plots.style import palette as project_palette
 
     x, y = curve["x"], curve["y"]
     if y != "success" and y not in sweep["outputs"]["metrics"]:
@@ -342,7 +343,7 @@ def _curve_figure(sweep, summary, curve, path: Path, confidence: float) -> str:
     groups: dict[tuple, list[dict]] = {}
     for row in summary:
         groups.setdefault(tuple(row[k] for k in others), []).append(row)
-    palette = sns.color_palette("colorblind", max(len(groups), 1))
+    palette = project_palette(max(len(groups), 1))
     markers = "osD^vP*X<>"
     fig, axes = new_figure(1, 1, width=7.0, height=4.6)
     ax = axes[0][0]
@@ -433,9 +434,9 @@ def _heatmap_figure(sweep, summary, heat, path: Path, confidence: float) -> str:
     """Phase diagram: one facet per value of the other varying parameters, the grid as equal cells with each value
     at its cell's centre (a grid of uneven steps such as σ in {0, 0.1, 0.2, 0.4} keeps its cells even), every
     facet on one colour scale, each cell printing its value (and its trial count where it differs)."""
-    import seaborn as sns
 
     from figures.plots.style import new_figure, small_print, suptitle
+    from figures.plots.style import palette as project_palette
 
     x, y, value = heat["x"], heat["y"], heat["value"]
     if value != "success" and value not in sweep["outputs"]["metrics"]:
@@ -454,7 +455,7 @@ def _heatmap_figure(sweep, summary, heat, path: Path, confidence: float) -> str:
     cmap = "cividis"  # perceptually uniform and colour-blind safe
     vmin, vmax = (0.0, 1.0) if value == "success" else (np.nanmin([r[col] for r in summary]),
                                                          np.nanmax([r[col] for r in summary]))
-    line_colours = sns.color_palette("colorblind")
+    line_colours = project_palette()
     cell_in = 0.62  # inches per cell: room for "0.97" at 8 pt
     width = max(3.2, cell_in * len(xs_all) + 1.3) if n > 1 else max(5.4, cell_in * len(xs_all) + 1.3)
     height = max(2.6, cell_in * len(ys_all) + 1.3) + (0.3 if heat.get("boundaries") else 0)
@@ -517,6 +518,8 @@ def _history_figure(sweep, path: Path, confidence: float) -> str | None:
     import seaborn as sns
     from matplotlib.figure import Figure
 
+    from figures.plots.style import palette as project_palette
+
     hist: dict[int, list[dict]] = {}
     for r in sweep["records"]:
         h = (r.get("result") or {}).get("history")
@@ -528,7 +531,7 @@ def _history_figure(sweep, path: Path, confidence: float) -> str | None:
     pts = sorted(hist)
     if len(pts) > MAX_HISTORY_LINES:  # evenly spaced subset keeps the figure readable
         pts = [pts[i] for i in np.linspace(0, len(pts) - 1, MAX_HISTORY_LINES).round().astype(int)]
-    palette = sns.color_palette("colorblind", len(pts))
+    palette = project_palette(len(pts))
     with sns.axes_style("whitegrid"):
         fig = Figure(figsize=(6.0 * len(keys), 4.0))
         axes = fig.subplots(1, len(keys), squeeze=False)

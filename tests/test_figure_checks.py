@@ -384,9 +384,6 @@ def _SYNTH_STYLE(problem: str) -> bool:
     return "translucent bands" in problem or "colours alike" in problem
 
 
-@pytest.mark.xfail(strict=True, reason="synth/report.py (not this module's owner's file) still draws translucent "
-                   "Wilson bands (fill_between, line 61) and seaborn's colorblind palette (lines 345, 457, 531): "
-                   "switch them to figures.plots.style.band / palette (issue #54), then remove this mark")
 def test_synth_report_uses_the_figure_style(tmp_path, monkeypatch):
     from pathlib import Path
 
