@@ -7,6 +7,10 @@ say which per table: ``--full`` uses 5 clients per cluster, 4 clusters, 5 for la
 states), test data of each client from its own distribution, models scored on their own clients ("cluster"
 rule), ARI of the final clustering, 3 seeds.  Baselines in the toolkit: FedAvg (global), Local-only, CFL,
 IFCA, the clustered FeSEM, FlexCFL, PACFL and the personalised Per-FedAvg, FedProto, FedALA, FedPAC.
+
+Over 700 lines, kept whole: the supervised tables share one set of runs (``_sup_runs``, ``_text_runs``), one scoring
+rule per method (``SCORING``, the PFLlib options) and one protocol per cell; split by table they would each rebuild
+them.
 """
 
 from __future__ import annotations
