@@ -328,3 +328,23 @@ def test_an_uncounted_second_row_is_no_member_of_its_tables_holm_family():
     second = replace(numeric_row("b", pub, pub.value / 100, 0.001, 5, 100.0), counted=False)
     alone = judge_numbers([counted])[0].verdict
     assert judge_numbers([counted, second])[0].verdict == alone  # the second row does not widen the family
+
+
+def test_degenerate_clusterings_and_undefined_ratios_are_never_agreement():
+    """PACFL isolating every client (ARI 0 against the paper's 0.00) and a '% of final ARI' of 0/0 counted as 0 %
+    are shown, not counted; a gap beyond the margin on a degenerate clustering still differs."""
+    from figures.targets.clove_nets import degenerate, not_agreement
+    from figures.verdicts.compare import numeric_row
+    from figures.verdicts.published import lookup
+    from figures.verdicts.rules import judge_numbers
+
+    pub = lookup("CLoVE", "Table 10", "PACFL", "Amazon Review")
+    recs = [{"status": "ok", "result": {"ari": 0.0, "n_clusters": 8, "clients": 8}} for _ in range(3)]
+    row = numeric_row("x", pub, 0.0, 0.0, 3, 1.0)
+    (marked,) = judge_numbers(degenerate(recs, [row]))
+    assert marked.verdict.startswith("shown (degenerate clustering: every client alone") and not marked.counted
+    far = numeric_row("y", lookup("CLoVE", "Table 10", "CLoVE", "Amazon Review"), 0.0, 0.0, 3, 1.0)
+    (kept,) = judge_numbers(degenerate(recs, [far]))
+    assert kept.verdict.startswith("differs") and "degenerate clustering" in kept.note
+    undefined = not_agreement(numeric_row("z", pub, 0.0, 0.0, 3, 1.0), "undefined: 3 of 3 seeds end at ARI 0")
+    assert undefined.verdict.startswith("shown (undefined") and undefined.paper_number is None

@@ -39,6 +39,8 @@ from ..runs import summarise_values
 from ..verdicts.compare import Row, build_section, claim_row, not_run_row, numeric_row, write_rows, write_table
 from ..verdicts.published import claim, lookup, table
 from ..verdicts.rules import (
+    SHOWN,
+    PaperNumber,
     best_claim,
     equal_claim,
     level_claim,
@@ -55,6 +57,7 @@ from .netcommon import (
     errors,
     full_data_missing,
     nets_missing,
+    ok,
     rounds_to,
     run_nets,
     seed_histories,
@@ -249,6 +252,34 @@ def _intro(ctx: Context, what: str) -> str:
             f"seed(s).{size}")
 
 
+def degenerate(recs: list[dict], rows: list[Row]) -> list[Row]:
+    """ARI rows of a method whose clustering is degenerate in every finished seed (one cluster, or every client
+    alone): marked so, and never counted as agreement (ARI 0 = 0 says nothing about clustering)."""
+    done = [(r.get("result") or {}) for r in recs if ok(r)]
+    found = {int(d["n_clusters"]) for d in done if isinstance(d.get("n_clusters"), int)}
+    clients = {int(d["clients"]) for d in done if isinstance(d.get("clients"), int)}
+    if not done or len(found) != 1:
+        return rows
+    k = found.pop()
+    what = "one cluster" if k == 1 else "every client alone" if k in clients else None
+    if what is None:
+        return rows
+    return [not_agreement(row, f"degenerate clustering: {what} in every seed; an ARI of a clustering that groups "
+                               "nothing is no agreement") for row in rows]
+
+
+def not_agreement(row: Row, why: str) -> Row:
+    """``row`` noted with ``why``; where its value sits within the declared margin of the paper's (an agreement would
+    rest on what ``why`` names: a degenerate clustering, a 0/0 ratio), shown and not counted instead."""
+    row = replace(row, note="; ".join(filter(None, [row.note, why])))
+    if row.paper_number is None or row.stats is None:
+        return row
+    paper = PaperNumber(*row.paper_number)
+    if abs(row.stats[0] - paper.value) > paper.margin:
+        return row  # a difference beyond the margin is real whatever the clustering
+    return replace(row, verdict=f"{SHOWN} ({why})", counted=False, paper_number=None)
+
+
 def _rows_for(ctx: Context, artifact: str, mixings: list[str], metric: str, algos: list[str], scale: float):
     rows, out = [], []
     pub_algos = list(dict.fromkeys(p.row for p in table("CLoVE", artifact)))
@@ -277,7 +308,8 @@ def _rows_for(ctx: Context, artifact: str, mixings: list[str], metric: str, algo
                 key = _scored_key(recs, metric, alg)
                 s = summary_by(recs, key)
                 note = "; ".join([*errors(recs), *filter(None, [_personal(ctx, dict(SUP)[alg])[1]])])
-                rows += _clove_row(item, pub, recs, metric, alg, scale, reason, note)
+                scored = _clove_row(item, pub, recs, metric, alg, scale, reason, note)
+                rows += degenerate(recs, scored) if metric == "ari" else scored
                 out.append({"mixing": mixing, "column": col, "algorithm": alg, "mean": s.mean, "std": s.std,
                             "seeds": s["n"], "published": pub.value if pub else None,
                             "published_pm": pub.pm if pub else None, "values": seed_values(recs, key)})
@@ -384,8 +416,8 @@ def censored(conv: dict, key: str, rounds: int) -> tuple[list[float], str]:
         return vals, why
     undefined = sum(not (v == v) for v in conv["percent"])
     vals = [0.0 if not (v == v) else float(v) for v in conv["percent"]]
-    why = (f"{undefined} of {len(vals)} seeds end at ARI 0: counted as 0 %, as the paper's PACFL row (0.0 ± 0.0 of "
-           "a final ARI of 0.00) does") if undefined else ""
+    why = (f"undefined: {undefined} of {len(vals)} seeds end at ARI 0, so their % of final ARI is 0/0 (counted as "
+           "0 %, as the paper's PACFL row, 0.0 ± 0.0 of a final ARI of 0.00, does)") if undefined else ""
     return vals, why
 
 
@@ -419,7 +451,9 @@ def _conv_target(artifact: str, mixings: list[str]):
                         if alg == "CLoVE" and key == "first":
                             clove_first[f"{mixing} / {col}"] = vals
                         s = summarise_values(vals)
-                        rows.append(numeric_row(item, pub, s.mean, s.std, s["n"], 1.0, reason, note=note))
+                        row = numeric_row(item, pub, s.mean, s.std, s["n"], 1.0, reason)
+                        rows.append(not_agreement(row, note) if note.startswith("undefined") else
+                                    replace(row, note=note))
                         out.append({"mixing": mixing, "column": col, "algorithm": alg, "quantity": quantity,
                                     "mean": s.mean, "std": s.std, "seeds": s["n"], "never": never,
                                     "published": pub.value if pub else None})
@@ -612,9 +646,10 @@ def _text_target(artifact: str):
                 values, why_censored = censored(rounds_to(recs, "ari", lambda v: v >= 0.9, percent_at=10,
                                                           of_final=of_final), key, _text_rounds(ctx))
                 s = summarise_values(values)
-                rows.append(numeric_row(item, p, s.mean, s.std, s["n"], 1.0, reason,
-                                        "; ".join(filter(None, [note, why_censored, "read as >= 90 % of the final "
-                                                                "ARI" if of_final else ""]))))
+                reading = "read as >= 90 % of the final ARI" if of_final else ""
+                row = numeric_row(item, p, s.mean, s.std, s["n"], 1.0, reason, "; ".join(filter(None, [note, reading])))
+                rows.append(not_agreement(row, why_censored) if why_censored.startswith("undefined") else
+                            replace(row, note="; ".join(filter(None, [row.note, why_censored]))))
                 if of_final:
                     absolute, why_abs = censored(rounds_to(recs, "ari", lambda v: v >= 0.9), key, _text_rounds(ctx))
                     a = summarise_values(absolute)
@@ -629,7 +664,7 @@ def _text_target(artifact: str):
             else:
                 s = summary_by(recs, "ari")
                 values = seed_values(recs, "ari")
-                rows.append(numeric_row(item, p, s.mean, s.std, s["n"], 1.0, reason, note))
+                rows += degenerate(recs, [numeric_row(item, p, s.mean, s.std, s["n"], 1.0, reason, note)])
             out.append({"item": item, "mean": s.mean, "std": s.std, "seeds": s["n"], "published": p.value,
                         "panel": p.column, "method": p.row, "values": values, "published_pm": p.pm})
         if artifact in ("Table 3", "Table 10"):  # orderings and gaps per data set, tested over seeds
