@@ -177,12 +177,7 @@ class StepProgress:
         if self.bar_mode:
             self._update_bar()
             return
-        now = self.clock()
-        if now >= self._next_line:
-            print(self.line(), file=self.stream, flush=True)
-            self.lines_printed += 1
-            while self._next_line <= now:
-                self._next_line += self.interval
+        _print_if_due(self)
 
     def _update_bar(self) -> None:
         done, total = self.counts()
@@ -297,12 +292,7 @@ class RunProgress:
 
     def poll(self) -> None:
         """Print the line when it is due."""
-        now = self.clock()
-        if now >= self._next_line:
-            print(self.line(), file=self.stream, flush=True)
-            self.lines_printed += 1
-            while self._next_line <= now:
-                self._next_line += self.interval
+        _print_if_due(self)
 
     def _loop(self) -> None:
         while not self._stop.wait(min(self.tick, self.interval)):
@@ -415,3 +405,13 @@ def closing_summary(out: Path, targets: dict, size: str, wall: float, cpu: float
     lines.append(f"  report: {markdown}")
     lines.append(f"  report: {html}")
     return "\n".join(lines)
+
+
+def _print_if_due(reporter) -> None:
+    """Print ``reporter.line()`` once its next line is due (every ``interval`` seconds of ``reporter.clock``)."""
+    now = reporter.clock()
+    if now >= reporter._next_line:
+        print(reporter.line(), file=reporter.stream, flush=True)
+        reporter.lines_printed += 1
+        while reporter._next_line <= now:
+            reporter._next_line += reporter.interval
