@@ -273,6 +273,24 @@ def json_safe(obj):
 register_command("run", "run one synthetic experiment and print its metrics", _configure_run, _run)
 
 
+def _configure_seal(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("stores", nargs="+", metavar="DIR", help="a sweep's output folder written before digests")
+
+
+def _seal(args: argparse.Namespace) -> int:
+    """Seal stores the user trusts: a digest is an integrity check against accidental or casual edits of stored
+    trials (anyone can recompute one), not a signature; sealing vouches for the store as it is now."""
+    from .store import seal_store
+
+    for directory in args.stores:
+        print(f"python -m synth seal: {directory}: {seal_store(directory)} record(s) sealed")
+    return 0
+
+
+register_command("seal", "give a sweep store written before digests its digests (checked first)", _configure_seal,
+                 _seal)
+
+
 def build_parser() -> CleanParser:
     parser = CleanParser(prog="python -m synth", description="cflab synthetic experiments", allow_abbrev=False)
     subs = parser.add_subparsers(dest="command", required=True, parser_class=CleanParser)

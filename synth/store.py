@@ -24,9 +24,10 @@ params the meta's point, a finished trial with a result whose metrics are
 numbers, no second and different record of one (point, trial).  The meta
 carries a digest of itself and of the files written beside it
 (``spec.toml``), so an edit to either after the run wrote them is refused;
-a store written before digests existed is read as legacy: its points are
-checked against its fingerprint and its ``spec.toml`` against the stored
-success criterion.  Only regular files are read (a FIFO in place of a file
+a store without digests (written before them, or with its digests
+removed) is refused until ``python -m synth seal DIR`` seals it, which first
+checks its points against its fingerprint and its ``spec.toml`` against the
+stored success criterion.  Only regular files are read (a FIFO in place of a file
 would block the reader forever).  A violation is a :class:`StoreError`
 naming the file and the line.
 
@@ -298,9 +299,10 @@ def read_records(directory: str | os.PathLike) -> list[dict]:
     return records
 
 
-def read_meta(directory: str | os.PathLike) -> dict | None:
-    """The store's ``meta.json`` (schema-checked, see :func:`check_meta`, and checked against its digest or, in a
-    store written before digests, against its fingerprint), or ``None`` if there is none yet."""
+def read_meta(directory: str | os.PathLike, unsealed: bool = False) -> dict | None:
+    """The store's ``meta.json`` (schema-checked, see :func:`check_meta`, and checked against its digest), or
+    ``None`` if there is none yet.  A store without digests (written before them, or with its digests removed) is
+    refused unless ``unsealed`` (only :func:`seal_store` reads one: checked against its fingerprint and spec.toml)."""
     path = Path(directory) / META_FILE
     if not regular_file(path, "meta file"):
         return None
@@ -311,6 +313,10 @@ def read_meta(directory: str | os.PathLike) -> dict | None:
             from None
     check_meta(meta, str(path))
     _check_digest(meta, Path(directory), path)
+    if not unsealed and not _records_sealed(meta):
+        # without this, deleting every digest would turn a sealed store into a "legacy" one that nothing checks
+        raise StoreError(f"{path}: the store carries no record digests (written before digests, or its digests were "
+                         f"removed); if you trust it, seal it with 'python -m synth seal {directory}'")
     return meta
 
 
@@ -472,7 +478,7 @@ def seal_store(directory: str | os.PathLike) -> int:
     holder = TrialStore(directory)
     holder._lock()
     try:
-        meta = read_meta(directory)
+        meta = read_meta(directory, unsealed=True)
         path = directory / RECORDS_FILE
         lines: list[int] = []
         records, _, torn = _parse_lines(_read_regular(path, "record file"), path, lines)

@@ -300,3 +300,90 @@ def test_theory_law_commands_fuzz(argv, capsys):
     code = _call(theory_main, argv)
     out, err = capsys.readouterr()
     _check_outcome(argv, code, out, err)
+
+
+# -- the campaign's Dask flags and the Flower app runner ---------------------------------------------------------
+# Both would start real work once every flag is accepted (a campaign plan times cells and rewrites the manifest; the
+# runner starts Ray), so the last step is replaced by a recorder: the property is that every flag is parsed, checked
+# and bounded before that step, or refused in one line.
+
+CAMPAIGN_VALUES = ["0", "1", "2", "-1", "1e8", "1000000000", "10001", "nan", "inf", "x", "", "0.5",
+                   "tcp://127.0.0.1:1", "tcp://", "srfca-simulated", "zzz", ",", "ifca,clove"]
+
+
+@st.composite
+def campaign_argvs(draw):
+    argv = ["--campaign", draw(st.sampled_from(["plan", "plan", "run", "run", "rnu"]))]
+    if draw(st.integers(0, 5)):
+        argv += ["--backend", draw(st.sampled_from(["dask", "dask", "dask", "loky", "ray"]))]
+    flags = st.sampled_from(["--cpus", "--gpus", "--scheduler", "--commit-runs", "--hours", "--budget-hours",
+                             "--cells", "--n-jobs", "--device", "--data-dir", "--cpu"])
+    for flag in draw(st.lists(flags, max_size=4, unique=True)):  # a flag given twice is refused before any check
+        argv += [flag] if flag == "--commit-runs" else [flag, draw(st.sampled_from(CAMPAIGN_VALUES))]
+    return argv
+
+
+@settings(max_examples=80, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(argv=campaign_argvs())
+def test_campaign_dask_flags_fuzz(argv, capsys, monkeypatch):
+    import paper_repro
+    from figures.campaign import dask_runner, planner
+
+    reached = []
+    monkeypatch.setattr(planner, "refresh", lambda *a, **k: (reached.append(k) or ("manifest.csv", "plan")))
+    monkeypatch.setattr(planner, "run_campaign", lambda *a, **k: reached.append(k))
+    monkeypatch.setattr(dask_runner, "run_campaign", lambda *a, **k: reached.append(k))
+    code = _call(paper_repro.main, list(argv))
+    out, err = capsys.readouterr()
+    _check_outcome(argv, code, out, err)
+    for kwargs in reached:  # what got through is bounded
+        for key in ("cpus", "gpus"):
+            if key in kwargs:
+                assert isinstance(kwargs[key], int) and 0 <= kwargs[key] <= paper_repro.MAX_WORKERS, (argv, kwargs)
+        if kwargs.get("hours") is not None:
+            assert math.isfinite(kwargs["hours"]) and kwargs["hours"] > 0, (argv, kwargs)
+
+
+@st.composite
+def runner_argvs(draw):
+    app = draw(st.sampled_from(["examples/flower-ifca"] * 4 + ["examples", "/nonexistent", "", "tests"]))
+    argv = [app] if app else []
+    counts = st.one_of(st.integers(-2, 5).map(str),
+                       st.sampled_from(["2000000", "1e9", "nan", "x", "", "99999999999999999"]))
+    if draw(st.integers(0, 4)):  # the required flag, mostly given
+        argv += ["--num-supernodes", draw(counts)]
+    flags = st.sampled_from(["--run-config", "--run-config", "--actors", "--verbose", "--num-supernode", "--seed"])
+    flags = st.one_of(st.sampled_from(["--run-config", "--actors", "--verbose"]), flags)
+    for flag in draw(st.lists(flags, max_size=4, unique=True)):
+        if flag == "--verbose":
+            argv.append(flag)
+        elif flag == "--run-config":
+            argv += [flag, draw(st.sampled_from(["num-server-rounds=2", "lr=0.05 seed=1", "nope=1", "=", "lr=",
+                                                "lr", "num-server-rounds=x", "'a b'", ""]))]
+        else:
+            argv += [flag, draw(counts)]
+    return argv
+
+
+@settings(max_examples=80, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(argv=runner_argvs())
+def test_flower_runner_fuzz(argv, capsys, monkeypatch):
+    pytest.importorskip("flwr")
+    from pathlib import Path
+
+    from nets.flower import runner
+    from nets.flower.server import check_actors
+
+    def checked_only(server_app, client_app, num_supernodes, *, run_config=None, actors=1, verbose=False):
+        # run_app's checks, without starting the simulation
+        runner.check_supernodes(num_supernodes)
+        check_actors(actors)
+        print(f"would run {num_supernodes} SuperNodes")
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    monkeypatch.setattr(runner, "run_app", checked_only)
+    code = _call(runner.main, list(argv))
+    out, err = capsys.readouterr()
+    _check_outcome(argv, code, out, err)

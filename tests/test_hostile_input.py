@@ -253,12 +253,15 @@ def test_tampered_store_is_refused_naming_file_and_line(store, edit, fragments, 
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name != ".lock"} == before
 
 
-def test_a_store_written_before_digests_is_read_and_resumed(store, capsys):
-    """Legacy stores (no digest in meta.json) stay readable: their records are checked for consistency."""
+def test_a_store_written_before_digests_is_refused_until_sealed_then_resumed(store, capsys):
+    """A store without digests is refused (one line naming the seal command); once sealed it is read and resumed."""
     from synth.cli import main as synth_main
 
     spec, out = store
     _edit_meta(lambda meta: None, keep_digest=False)(out)
+    assert synth_main(["report", str(out)]) == 2
+    assert f"python -m synth seal {out}" in capsys.readouterr().err
+    assert synth_main(["seal", str(out)]) == 0
     assert synth_main(["report", str(out)]) == 0
     assert synth_main(["sweep", str(spec), "--out", str(out), "--quiet", "--resume"]) == 0
     assert "digest" in json.loads((out / "meta.json").read_text())  # resumed: now written with one

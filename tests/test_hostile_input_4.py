@@ -626,7 +626,8 @@ def test_a_store_without_record_digests_is_sealed_and_then_verified(sealed, caps
     (out / "trials.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if k != "digest"},
                                                          sort_keys=True, separators=(",", ":")) + "\n" for r in lines))
     before = (out / "trials.jsonl").read_text().splitlines()
-    assert read_records(out) == want  # legacy: read as it is
+    with pytest.raises(ValueError, match="carries no record digests.*python -m synth seal"):
+        read_records(out)  # unsealed: refused until the user seals it
     assert seal_store(out) == len(want)
     after = (out / "trials.jsonl").read_text().splitlines()
     # only the digest field was added to each line

@@ -309,3 +309,24 @@ def test_a_fifo_ledger_and_a_fifo_run_path_are_refused_not_waited_on(tmp_path):
     out = subprocess.run([sys.executable, str(root / "bench" / "rerun_on_cpu.py"), str(tmp_path / "run.json")],
                          capture_output=True, text=True, timeout=120, cwd=root)
     assert out.returncode != 0 and "not a regular file" in out.stderr and out.stderr.count("\n") == 1, out.stderr
+
+
+def test_a_sweep_store_with_every_digest_removed_is_refused_not_read_as_legacy(store, capsys):
+    """Stripping the meta's and every record's digest, then flipping a success, used to read as a legacy store."""
+    import json
+
+    from synth.cli import main as synth_main
+
+    _, out = store
+    meta = json.loads((out / "meta.json").read_text())
+    del meta["digest"]
+    (out / "meta.json").write_text(json.dumps(meta))
+    lines = [json.loads(x) for x in (out / "trials.jsonl").read_text().splitlines()]
+    for rec in lines:
+        del rec["digest"]
+    lines[0]["result"]["success"] = not lines[0]["result"]["success"]
+    (out / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert synth_main(["report", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "meta.json" in err and "no record digests" in err
+    assert f"python -m synth seal {out}" in err

@@ -103,11 +103,12 @@ def test_outputs_must_use_numeric_varying_axes():
 
 def test_a_store_holding_the_toml_layout_is_still_read(tmp_path):
     """meta.json may hold the spec as the user wrote it instead of the canonical form: parsed from that layout."""
-    from synth.store import write_json_atomic
+    from synth.store import seal_store, write_json_atomic
 
     spec = parse_spec(TINY)
     run_sweep(spec, tmp_path, progress=False)
     meta = {k: v for k, v in read_meta(tmp_path).items() if k != "digest"}  # written before stores kept digests
     write_json_atomic(tmp_path / "meta.json", {**meta, "spec": TINY})
+    seal_store(tmp_path)  # an older store is read once its owner seals it
     sweep = load_sweep(tmp_path)
     assert sweep["experiment"] == spec and sweep["spec"] == TINY
