@@ -307,3 +307,41 @@ def test_ledger_for_maps_a_cell_to_its_folder():
     assert ledger_for("clove-amazon:amazon:8").path == ledger_for("clove-amazon").path == HERE / "clove-amazon.toml"
     assert ledger_for("clove-amazon:amazon:20") is None  # a cell the ledger does not name
     assert ledger_for("no-such-folder") is None
+
+
+# -- declared equivalence margins ----------------------------------------------------------------------------------
+
+def test_every_ledger_declares_a_margin_for_each_unit_of_its_published_numbers():
+    for path in FILES:
+        ledger = load_ledger(path)
+        units = {t.unit for t in tables() if t.paper == ledger.paper and t.artifact in ledger.artifacts}
+        assert units <= set(ledger.margins), f"{path.name}: no margin for {sorted(units - set(ledger.margins))}"
+        for unit, m in ledger.margins.items():
+            assert len(str(m["why"])) > 40, f"{path.name}: margin {unit!r} needs its reason"
+
+
+def test_a_row_states_the_margin_its_ledger_declares():
+    from figures.verdicts.rules import PaperNumber
+
+    pub = next(t for t in tables() if t.paper == "SR-FCA" and t.artifact == "Table 2" and t.row == "CFL")
+    assert "declared in srfca-simulated.toml" in PaperNumber(*pub.paper_number()).margin_text()
+    other = next(t for t in tables() if t.paper == "CLoVE" and t.artifact == "Table 7")  # no ledger covers it
+    assert "project's defaults" in PaperNumber(*other.paper_number()).margin_text()
+
+
+@pytest.mark.parametrize("table, field", [
+    ('[margin."ARI"]\nfloor = -0.1\ncap = 0.2\nwhy = "w"\n', "'floor'"),
+    ('[margin."ARI"]\nfloor = nan\ncap = 0.2\nwhy = "w"\n', "'floor'"),
+    ('[margin."ARI"]\nfloor = 0.3\ncap = 0.2\nwhy = "w"\n', "cap is below its floor"),
+    ('[margin."ARI"]\nfloor = 0.05\nwhy = "w"\n', "needs a floor"),
+    ('[margin."ARI"]\nfloor = 0.05\ncap = 0.2\n', "'why'"),
+    ('[margin."ARI"]\nfloor = 0.05\ncap = 0.2\nwhy = "w"\nmargin = 1\n', "margin"),
+    ('margin = 3\n', "margin"),
+])
+def test_a_malformed_margin_is_a_value_error_naming_file_and_field(tmp_path, table, field):
+    head = ('folder = "srfca-simulated"\npaper = "SR-FCA"\nartifacts = ["Table 1"]\nkind = "nets"\npm = "unstated"\n'
+            'paper_seeds = 5\n' + table)
+    path = _write(tmp_path, _ledger(head=head))
+    with pytest.raises(ValueError) as err:
+        load_ledger(path)
+    assert path.name in str(err.value) and field in str(err.value), str(err.value)

@@ -14,6 +14,11 @@ the toolkit's value, and a class:
 ``toolkit`` is one string, or a table by cell name (``folder:dataset:clients``) or by folder (a file covering several
 folders) where the cells differ.
 
+``[margin."<unit>"]`` declares, per unit of the cell's published numbers (a column of
+``figures/published/tables.csv``), the practical-equivalence margin's ``floor`` (or ``relative``, a fraction of the
+published value) and ``cap`` (or ``cap_relative``) and ``why``: fixed from the paper and the unit before the runs
+are judged (:func:`figures.verdicts.rules.declared_margin`; a table no ledger covers uses the project's defaults).
+
 A cell with no ``deviates`` setting is at the paper's setting (:meth:`Ledger.protocol_class` ``"same"``); one
 with any is near the paper, its deviations declared (:meth:`Ledger.summary`).  ``tests/test_protocol_ledger.py``
 checks every quote against the paper text in ``../shared/papers``.  A malformed file raises ValueError naming the
@@ -27,12 +32,13 @@ import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path
 from types import MappingProxyType
 
 __all__ = ["CLASSES", "HERE", "KINDS", "PAPERS", "PM_KINDS", "SETTINGS_NETS", "SETTINGS_SYNTHETIC", "Ledger",
-           "Setting", "Stale", "Suspect", "folder_of", "ledger_for", "load_ledger", "load_ledgers", "normalise",
-           "paper_texts", "quote_found"]
+           "Setting", "Stale", "Suspect", "declared_margin_of", "folder_of", "ledger_for", "load_ledger",
+           "load_ledgers", "normalise", "paper_texts", "quote_found"]
 
 HERE = Path(__file__).parent.parent / "published" / "protocols"
 PAPERS = ("IFCA", "SR-FCA", "CLoVE")
@@ -50,7 +56,9 @@ REQUIRED = {"nets": SETTINGS_NETS, "synthetic": SETTINGS_SYNTHETIC}
 PAPER_FILES = {"SR-FCA": ("000",), "IFCA": ("001", "003"), "CLoVE": ("004",)}
 
 _TOP_KEYS = {"folder", "folders", "paper", "artifacts", "kind", "cells", "pm", "paper_seeds", "stale", "setting",
-             "suspect"}
+             "suspect", "margin"}
+# a [margin."<unit>"] table: the practical-equivalence bounds of one unit (figures.verdicts.rules.UnitMargin)
+_MARGIN_KEYS = {"floor", "relative", "cap", "cap_relative", "why"}
 _SETTING_KEYS = {"name", "paper", "paper_text", "where", "toolkit", "class", "why", "methods"}
 _STALE_KEYS = {"reason", "changed_keys", "rerun"}
 _SUSPECT_KEYS = {"source", "reason"}
@@ -123,6 +131,9 @@ class Ledger:
     stale: Stale | None
     suspects: tuple[Suspect, ...]
     path: Path
+    # unit (a column of figures/published/tables.csv) -> the declared margin's fields (floor, relative, cap,
+    # cap_relative, why): fixed from the paper and the unit, before the cell's runs are judged
+    margins: Mapping[str, Mapping[str, float | str]] = dataclass_field(default_factory=lambda: MappingProxyType({}))
 
     def covers(self, cell: str) -> bool:
         """Whether ``cell`` (``folder:dataset:clients``) is one of this ledger's cells."""
@@ -261,7 +272,47 @@ def load_ledger(path: str | Path) -> Ledger:
         raise r.fail("paper_seeds", f"must be a positive integer (the paper's seeds), got {seeds!r}")
     settings = _settings(r, raw, kind, folders, cells)
     return Ledger(folders, paper, artifacts, kind, cells, pm, seeds, settings, _stale(r, raw), _suspects(r, raw),
-                  path)
+                  path, _margins(r, raw))
+
+
+def _margins(r: _Reader, raw: Mapping) -> Mapping[str, Mapping[str, float | str]]:
+    """The ``[margin."<unit>"]`` tables: positive finite bounds (a floor or a relative floor; a cap or a relative
+    cap at least the floor) and a ``why``."""
+    import math
+
+    table = raw.get("margin", {})
+    if not isinstance(table, dict):
+        raise r.fail("margin", "must be a table of [margin.\"<unit>\"] tables")
+    out = {}
+    for unit, entry in table.items():
+        field = f"margin.{unit!r}"
+        if not isinstance(entry, dict):
+            raise r.fail(field, "must be a table with floor or relative, cap or cap_relative, and why")
+        r.unknown(entry, _MARGIN_KEYS, field)
+        bounds = {}
+        for key in ("floor", "relative", "cap", "cap_relative"):
+            if key in entry:
+                value = entry[key]
+                if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+                        or value <= 0:
+                    raise r.fail(f"{field} field {key!r}", f"must be a positive finite number, got {value!r}")
+                bounds[key] = float(value)
+        if not {"floor", "relative"} & set(bounds) or not {"cap", "cap_relative"} & set(bounds):
+            raise r.fail(field, "needs a floor (floor or relative) and a cap (cap or cap_relative)")
+        if bounds.get("cap", math.inf) < bounds.get("floor", 0.0) \
+                or bounds.get("cap_relative", math.inf) < bounds.get("relative", 0.0):
+            raise r.fail(field, "its cap is below its floor")
+        out[unit] = MappingProxyType({**bounds, "why": r.text(entry, "why", f"{field} field 'why'")})
+    return MappingProxyType(out)
+
+
+def declared_margin_of(paper: str, artifact: str, unit: str) -> tuple[Mapping[str, float | str], str] | None:
+    """The margin a ledger declares for ``unit`` in ``paper``'s ``artifact`` (its fields, and the ledger's file
+    name), or None when no ledger of that artifact declares one."""
+    for ledger in {id(x): x for x in _default_ledgers().values()}.values():  # a file covering folders once
+        if ledger.paper == paper and artifact in ledger.artifacts and unit in ledger.margins:
+            return ledger.margins[unit], ledger.path.name
+    return None
 
 
 def _folders(r: _Reader, raw: Mapping) -> tuple[str, ...]:

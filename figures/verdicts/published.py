@@ -67,10 +67,10 @@ class Published:
         return len(self.text.split(".")[1]) if "." in self.text else 0
 
     def paper_number(self) -> tuple:
-        """(value, pm, decimals, seeds, what the ± is, unit): the fields of
-        :class:`figures.verdicts.rules.PaperNumber`."""
+        """(value, pm, decimals, seeds, what the ± is, unit, family, paper, artifact): the fields of
+        :class:`figures.verdicts.rules.PaperNumber` (the family of one; the tests set their table's)."""
         return (self.value, self.pm, self.decimals, PAPER_SEEDS.get(self.paper, 1),
-                PM_KIND.get(self.paper, "unstated"), self.unit)
+                PM_KIND.get(self.paper, "unstated"), self.unit, 1, self.paper, self.artifact)
 
     def source(self) -> str:
         where = " / ".join(x for x in (self.group, self.row, self.column) if x)

@@ -50,7 +50,7 @@ __all__ = ["AGREES", "ALPHA", "DIFFERS", "HEADS", "MIN_SEEDS", "NOT_RESOLVED", "
            "declared_margin", "detectable_gap", "equal_claim", "head", "holm", "holm_rows", "judge_numbers",
            "level_claim", "number_test", "number_verdict", "power_margin",
            "number_pvalues", "one_sample", "order_claim", "ordering_rows", "paper_relation", "seed_values", "shown",
-           "tost", "welch"]
+           "tost", "unit_margin", "welch"]
 
 MIN_SEEDS = 3
 ALPHA = 0.05
@@ -240,6 +240,8 @@ class PaperNumber:
     pm_kind: str = "unstated"
     unit: str = ""
     family: int = 1
+    paper_name: str = ""  # the paper and artifact the number is from: their ledger may declare the unit's margin
+    artifact: str = ""
 
     @property
     def resolution(self) -> float:
@@ -299,18 +301,31 @@ def declared_margin(paper: PaperNumber) -> tuple[float, str]:
     toolkit's runs): the larger of :func:`power_margin` at the paper's seed count and the unit's floor
     (:data:`UNIT_MARGINS`), capped at the unit's largest meaningful margin; a number whose power margin exceeds
     the cap cannot be confirmed at the paper's seed count (``--verdict-power`` says how many seeds it needs)."""
-    unit = UNIT_MARGINS.get(paper.unit, UnitMargin())
+    unit, where = unit_margin(paper)
     floor, cap = unit.bounds(paper.value)
     pm = power_margin(paper)
     margin = min(max(pm, floor, paper.resolution), cap)
     if margin == cap and pm > cap:
-        why = f"capped at the unit's {cap:.3g}: the paper's spread needs more seeds to confirm"
+        why = f"capped at {cap:.3g}, {where}: the paper's spread needs more seeds to confirm"
     elif pm >= floor:
         why = (f"{POWER:.0%} power for a perfect reproduction at the paper's {max(paper.n, MIN_SEEDS)} seeds, Holm "
                f"over {paper.family}")
     else:
-        why = f"the unit's floor ({paper.unit})" if paper.unit in UNIT_MARGINS else "the paper's printed precision"
+        why = f"the floor {where} ({paper.unit})" if floor > 0 else "the paper's printed precision"
     return margin, why
+
+
+def unit_margin(paper: PaperNumber) -> tuple[UnitMargin, str]:
+    """The bounds of ``paper``'s margin and where they are declared: its cell's ledger (``[margin."<unit>"]``,
+    :func:`figures.verdicts.protocol.declared_margin_of`) or, for a table no ledger covers, the project's default
+    for the unit (:data:`UNIT_MARGINS`)."""
+    from .protocol import declared_margin_of
+
+    found = declared_margin_of(paper.paper_name, paper.artifact, paper.unit) if paper.paper_name else None
+    if found is not None:
+        fields, file = found
+        return UnitMargin(**dict(fields)), f"declared in {file}"
+    return UNIT_MARGINS.get(paper.unit, UnitMargin()), "of the project's defaults (no ledger covers the table)"
 
 
 def _round_sig(x: float) -> str:
