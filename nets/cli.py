@@ -8,10 +8,11 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from synth.cli import CleanParser, print_record, typed_flag
 from synth.errors import UsageError, run_main
+from synth.progress import Progress
 
 __all__ = ["build_parser", "main"]
 
@@ -85,14 +86,30 @@ def _run(args: argparse.Namespace) -> int:
     algo_params = _algo_params(args)
     from synth.cost import work_ceiling
 
+    # rounds on stderr (a bar on a terminal, else a line every 30 s): a run logged to a file was silent for minutes
+    rounds = params.get("rounds", PARAMS["rounds"].default)
     try:
-        with work_ceiling(args.max_hours):
+        with work_ceiling(args.max_hours), Progress("nets run", rounds, "rounds") as progress:
             record = run_experiment(params, history=args.history, batched=not args.looped, download=args.download,
-                                    algo_params=algo_params)
+                                    algo_params=algo_params, on_round=round_counter(progress))
     except FloatingPointError as exc:
         raise UsageError(diverged_line(exc, params, algo_params)) from None
     print_record(record, args.json)
     return 0
+
+
+def round_counter(progress: Progress) -> Callable[[int], None]:
+    """``run_experiment``'s ``on_round``: round ``t`` (0-based) is done.  A first call past round 0 follows a resumed
+    checkpoint, whose rounds count as done but not in the ETA's rate."""
+    first = [True]
+
+    def on_round(t: int) -> None:
+        if first[0] and t > 0:
+            progress.resumed(t)
+        first[0] = False
+        progress.set(t + 1)
+
+    return on_round
 
 
 def _algo_params(args: argparse.Namespace) -> dict:

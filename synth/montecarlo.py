@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from .progress import Progress, progress_mode
 from .store import CLOCK_FIELDS, TrialStore, fingerprint_of, read_meta, seed_for
 from .validation import check_choice, check_int
 
@@ -82,12 +83,9 @@ def trial_seed(root_seed: int | np.random.SeedSequence, point: int, trial: int) 
 
 
 def show_progress(progress: bool | None = None) -> bool:
-    """Whether to draw a progress bar: ``progress`` if given, else only on a terminal outside CI / CFLAB_QUIET."""
-    if progress is not None:
-        return bool(progress)
-    if os.environ.get("CI") or os.environ.get("CFLAB_QUIET"):
-        return False
-    return bool(getattr(sys.stderr, "isatty", lambda: False)())
+    """Whether to draw a progress bar: ``progress`` if given, else only on a terminal outside CI / CFLAB_QUIET
+    (elsewhere :class:`synth.progress.Progress` prints a plain line every 30 s instead, unless quiet)."""
+    return progress_mode(progress) == "bar"
 
 
 def _callable_id(fn: Callable) -> str:
@@ -391,7 +389,8 @@ def run_trials(
         ``joblib.register_parallel_backend``.
     resume : continue a store: finished trials are not rerun.  Without it, a store that already holds
         results is refused.
-    progress : progress bar with ETA on stderr; ``None`` = only on a terminal outside CI / ``CFLAB_QUIET``.
+    progress : progress on stderr (:class:`synth.progress.Progress`): ``True`` a bar, ``False`` nothing, ``None`` a
+        bar on a terminal outside CI, else a line every 30 s (nothing under ``CFLAB_QUIET``).
     blas_threads : BLAS threads inside each trial (``None`` = leave alone).  The default 1 keeps results
         bit-identical across n_jobs.
     meta : extra JSON written to ``store_dir/meta.json`` (e.g. the sweep spec).
@@ -480,12 +479,9 @@ def run_trials(
         n_todo = total - sum(p < len(points) and t < trials for p, t in done)
         todo = ((points[p], p, t, trial_seed(root_seed, p, t)) for p, t in wanted() if (p, t) not in done)
         if n_todo:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=n_todo, desc=desc, unit="trial", disable=not show_progress(progress),
-                       file=sys.stderr, dynamic_ncols=True)
-            failed = 0
-            try:
+            # a bar on a terminal, a line every 30 s elsewhere (a sweep logged to a file was silent for minutes); the
+            # trials of a resumed store count as done, outside the rate behind the ETA
+            with Progress(desc, total, "trials", done=total - n_todo, progress=progress) as bar:
                 for rec in _execute(todo, trial_fn, n_jobs, backend, scheduler, blas_threads):
                     # the JSON round trip makes fresh records identical in type and key order to those read back
                     # on resume (the store writes sorted keys), so a table built from them is the same either way
@@ -493,12 +489,7 @@ def run_trials(
                     if store is not None:
                         store.append(rec)
                     done[(rec["point"], rec["trial"])] = rec
-                    failed += rec["status"] != "ok"
-                    bar.update(1)
-                    if failed:
-                        bar.set_postfix(failed=failed, refresh=False)
-            finally:
-                bar.close()
+                    bar.update(1, failed=int(rec["status"] != "ok"))
     return [done[key] for key in wanted()]
 
 

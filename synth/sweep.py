@@ -605,7 +605,8 @@ def _configure(sub: argparse.ArgumentParser) -> None:
     bar.add_argument("--progress", dest="progress", action="store_const", const=True, default=None,
                      help="always draw the progress bar")
     bar.add_argument("--quiet", dest="progress", action="store_const", const=False,
-                     help="never draw the progress bar (default: only on a terminal, not in CI)")
+                     help="no progress on stderr (default: a bar on a terminal outside CI, else a line every 30 s; "
+                          "none with CFLAB_QUIET=1)")
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from synth.progress import Progress
 from synth.store import write_json_atomic
 
 from .cells import Cell, minimal_seeds
@@ -270,62 +271,82 @@ def measure(cell_list: list[Cell], root: Path = HERE, data_dir: str | None = Non
     timings = read()
     measured = stored_seconds(root)
     start = time.perf_counter()
-    for cell in sorted(cell_list, key=_size):  # the cheapest settings first: their runs can start soonest
-        if all(r.path(root).exists() for r in cell.requests):
-            continue  # every run stored: nothing left to price or run, whatever rule its timings followed
-        for req in cell.requests:
-            if req.trial != 0 or _current_timing(req, timings) is not None:
-                continue  # timed (entries of an older timing method, or that failed, are timed again)
-            if measured.get(_point_key(req.folder, req.point)):
-                continue  # its stored runs price the point (run_seconds): a timing would change nothing
-            if (hours := over_budget(cell)) is not None:
-                log(f"timing {cell.name}: left, its timed points alone cost {hours:.1f} CPU-hours "
-                    f"(> {budget_hours:g}): needs a GPU")
-                break
-            if limit_s is not None and time.perf_counter() - start > limit_s:
-                return timings
-            rounds, first = int(req.point.get("rounds", 1)), _first_round(req)
-            try:
-                t1, s1 = _time_point(req.point, req.seed, first, data_dir)
-                t2, s2 = _time_point(req.point, req.seed, first + 1, data_dir) if rounds > 1 else (t1, s1)
-            except (ValueError, MemoryError, RuntimeError) as exc:  # e.g. refused for memory: the cell says so
+    # the points to time, counted first for the progress line on stderr (timing them took minutes in silence)
+    todo = [(cell, [r for r in cell.requests if _needs_timing(r, timings, measured)])
+            for cell in sorted(cell_list, key=_size)  # the cheapest settings first: their runs can start soonest
+            if not all(r.path(root).exists() for r in cell.requests)]  # all stored: nothing left to price or run
+    with Progress("campaign", sum(len(reqs) for _, reqs in todo), "points", verb="timed") as progress:
+        for cell, reqs in todo:
+            for i, req in enumerate(reqs):
+                if _current_timing(req, timings) is not None:  # timed meanwhile by another process
+                    progress.update()
+                    continue
+                if (hours := over_budget(cell)) is not None:
+                    log(f"timing {cell.name}: left, its timed points alone cost {hours:.1f} CPU-hours "
+                        f"(> {budget_hours:g}): needs a GPU")
+                    progress.total -= len(reqs) - i  # the cell's points left untimed
+                    break
+                if limit_s is not None and time.perf_counter() - start > limit_s:
+                    return timings
+                ok = _time_request(cell, req, data_dir, path, log)
                 timings = read()
-                timings[_timing_key(req)] = {"cell": cell.name, "algo": req.point.get("algo"),
-                                             "error": f"{type(exc).__name__}: {exc}", "per_round_from": "failed",
-                                             "commit": commit(), "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-                write_json_atomic(path, timings)
-                log(f"timing {cell.name} {req.point.get('algo')} FAILED: {exc}")
-                continue
-            # the first run of a process loads the data files (cached after): the data share is left out of the
-            # difference and counted whole in the setup
-            d1, d2 = s1["data"], s2["data"]
-            ends = s2.pop("round_ends"), s1.pop("round_ends")
-            stamps = [ends[0][k] for k in sorted(ends[0])]
-            ordinal = {2: "second", 3: "third"}.get(first + 1, f"round {first + 1}")
-            if rounds > 1 and len(stamps) == first + 1:
-                # the estimator's monitor ends every round: the last round's CPU time, without the setup noise
-                per_round = stamps[-1] - stamps[-2]
-                how = f"{ordinal} round, between the monitor's calls"
-            else:  # no monitor call per round (Local; SR-FCA's are per stage): the difference of the two runs
-                per_round = max((t2 - d2) - (t1 - d1), 0.05 * (t2 - d2))  # noise can make the difference small
-                how = f"{first + 1}-round run minus {first}-round run"
-            setup = max(t2 - d2 - (first + 1) * per_round, 0.0) + max(d1, d2)
-            round_split = {k: max(s2[k] - s1[k], 0.0) for k in s1 if k != "data"}
-            round_split["other"] = max(per_round - sum(round_split.values()), 0.0)
-            timings = read()
-            timings[_timing_key(req)] = {
-                "cell": cell.name, "algo": req.point.get("algo"), "dataset": req.point.get("dataset"),
-                "seconds_1_round": t1, "seconds_2_rounds": t2, "seconds_per_round": per_round,
-                "setup_seconds": setup, "per_round_from": how, "timed_rounds": [first, first + 1],
-                "round_split_seconds": round_split,
-                "setup_split_seconds": s1,
-                "commit": commit(), "load_average": list(os.getloadavg()),
-                "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-            write_json_atomic(path, timings)
-            where = ", ".join(f"{k} {100 * v / per_round:.0f}%" for k, v in round_split.items()
-                              if v > 0.01 * per_round)
-            log(f"timed {cell.name} {req.point.get('algo')}: {per_round:.2f} s/round ({where}) + {setup:.1f} s setup")
+                progress.update(failed=int(not ok))
     return timings
+
+
+def _needs_timing(req: RunRequest, timings: dict, measured: dict[str, list[float]]) -> bool:
+    """Whether :func:`measure` times ``req``: the first seed of a point with no current timing (entries of an older
+    timing method, or that failed, are timed again) and no stored runs (which price the point: :func:`run_seconds`,
+    so that a timing would change nothing)."""
+    return (req.trial == 0 and _current_timing(req, timings) is None
+            and not measured.get(_point_key(req.folder, req.point)))
+
+
+def _time_request(cell: Cell, req: RunRequest, data_dir: str | None, path: Path, log: Callable[[str], None]) -> bool:
+    """Time ``req``'s point at two run lengths and merge the entry into the timings file at ``path`` (an entry
+    saying why on a refusal); returns whether it was timed."""
+    rounds, first = int(req.point.get("rounds", 1)), _first_round(req)
+    try:
+        t1, s1 = _time_point(req.point, req.seed, first, data_dir)
+        t2, s2 = _time_point(req.point, req.seed, first + 1, data_dir) if rounds > 1 else (t1, s1)
+    except (ValueError, MemoryError, RuntimeError) as exc:  # e.g. refused for memory: the cell says so
+        timings = read_timings(path.parent)
+        timings[_timing_key(req)] = {"cell": cell.name, "algo": req.point.get("algo"),
+                                     "error": f"{type(exc).__name__}: {exc}", "per_round_from": "failed",
+                                     "commit": commit(), "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        write_json_atomic(path, timings)
+        log(f"timing {cell.name} {req.point.get('algo')} FAILED: {exc}")
+        return False
+    # the first run of a process loads the data files (cached after): the data share is left out of the
+    # difference and counted whole in the setup
+    d1, d2 = s1["data"], s2["data"]
+    ends = s2.pop("round_ends"), s1.pop("round_ends")
+    stamps = [ends[0][k] for k in sorted(ends[0])]
+    ordinal = {2: "second", 3: "third"}.get(first + 1, f"round {first + 1}")
+    if rounds > 1 and len(stamps) == first + 1:
+        # the estimator's monitor ends every round: the last round's CPU time, without the setup noise
+        per_round = stamps[-1] - stamps[-2]
+        how = f"{ordinal} round, between the monitor's calls"
+    else:  # no monitor call per round (Local; SR-FCA's are per stage): the difference of the two runs
+        per_round = max((t2 - d2) - (t1 - d1), 0.05 * (t2 - d2))  # noise can make the difference small
+        how = f"{first + 1}-round run minus {first}-round run"
+    setup = max(t2 - d2 - (first + 1) * per_round, 0.0) + max(d1, d2)
+    round_split = {k: max(s2[k] - s1[k], 0.0) for k in s1 if k != "data"}
+    round_split["other"] = max(per_round - sum(round_split.values()), 0.0)
+    timings = read_timings(path.parent)
+    timings[_timing_key(req)] = {
+        "cell": cell.name, "algo": req.point.get("algo"), "dataset": req.point.get("dataset"),
+        "seconds_1_round": t1, "seconds_2_rounds": t2, "seconds_per_round": per_round,
+        "setup_seconds": setup, "per_round_from": how, "timed_rounds": [first, first + 1],
+        "round_split_seconds": round_split,
+        "setup_split_seconds": s1,
+        "commit": commit(), "load_average": list(os.getloadavg()),
+        "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    write_json_atomic(path, timings)
+    where = ", ".join(f"{k} {100 * v / per_round:.0f}%" for k, v in round_split.items()
+                      if v > 0.01 * per_round)
+    log(f"timed {cell.name} {req.point.get('algo')}: {per_round:.2f} s/round ({where}) + {setup:.1f} s setup")
+    return True
 
 
 def _size(cell: Cell) -> float:

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from synth.progress import Progress
 from synth.store import with_digest, write_json_atomic, write_text_atomic
 
 from ..registry import Context
@@ -89,11 +90,13 @@ def collect(root: Path = HERE, data_dir: str | None = None, names: Iterable[str]
         warnings.simplefilter("ignore")  # empty means of runs not stored yet
         ctx = Context(out=Path(out or tmp), size="full", n_jobs=1, device="cpu", data_dir=data_dir,
                       stored=Path(root), reader=stored_records, requests=requests)
-        for name in names:
-            if targets[name].why_not(ctx):  # e.g. no data: its numbers have no runs (data not available)
-                continue
-            section = targets[name].run(ctx)
-            rows[name] = list(section.rows)
+        names = list(names)
+        # reading every target's stored runs takes a minute: a progress line on stderr (synth.progress)
+        with Progress("campaign", len(names), "targets", verb="collected") as progress:
+            for name in names:
+                if not targets[name].why_not(ctx):  # else e.g. no data: its numbers have no runs
+                    rows[name] = list(targets[name].run(ctx).rows)
+                progress.update()
     return requests, rows
 
 

@@ -22,28 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from synth.progress import INTERVAL, TICK, check_seconds, duration, print_if_due
+
 from ..runs import set_batch_observer
 
 __all__ = ["INTERVAL", "RunProgress", "StepProgress", "closing_summary", "cpu_seconds", "current", "duration"]
 
-INTERVAL = 30.0  # seconds between plain progress lines (and before the first): shorter steps print none
-TICK = 1.0  # seconds between looks at the stores (and redraws of a bar)
+# INTERVAL (seconds between plain progress lines, and before the first: shorter steps print none) and TICK (seconds
+# between looks at the stores, and redraws of a bar) are synth.progress's, imported here so that tests can shorten them
 _clock = time.monotonic  # the time source of every StepProgress not given one
 
 _CURRENT: StepProgress | None = None
-
-
-def duration(seconds: float) -> str:
-    """``75.2`` -> ``1m15s``; under a minute ``42.0s``; from an hour ``1h02m``."""
-    if not seconds >= 0:  # NaN or negative: nothing to say
-        return "?"
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    m, s = divmod(int(round(seconds)), 60)
-    if m < 60:
-        return f"{m}m{s:02d}s"
-    h, m = divmod(m, 60)
-    return f"{h}h{m:02d}m"
 
 
 def cpu_seconds() -> float:
@@ -106,12 +95,9 @@ class StepProgress:
 
     def __init__(self, name: str, stream: TextIO | None = None, interval: float | None = None, bar: bool | None = None,
                  clock: Callable[[], float] | None = None, tick: float | None = None):
-        interval = INTERVAL if interval is None else interval
-        tick = TICK if tick is None else tick
-        for what, v in (("interval", interval), ("tick", tick)):
-            if not (isinstance(v, int | float) and 0 < v < float("inf")):
-                raise ValueError(f"{what} must be a number of seconds in (0, inf), got {v!r}")
-        self.name, self.interval, self.tick = name, float(interval), float(tick)
+        interval = check_seconds("interval", INTERVAL if interval is None else interval)
+        tick = check_seconds("tick", TICK if tick is None else tick)
+        self.name, self.interval, self.tick = name, interval, tick
         self.stream = stream if stream is not None else sys.stderr
         self.clock = clock if clock is not None else _clock
         self.bar_mode = bool(getattr(self.stream, "isatty", lambda: False)()) if bar is None else bool(bar)
@@ -177,7 +163,7 @@ class StepProgress:
         if self.bar_mode:
             self._update_bar()
             return
-        _print_if_due(self)
+        print_if_due(self)
 
     def _update_bar(self) -> None:
         done, total = self.counts()
@@ -244,18 +230,15 @@ class RunProgress:
     def __init__(self, names: list[str], stream: TextIO | None = None, interval: float | None = None,
                  clock: Callable[[], float] | None = None, tick: float | None = None,
                  cost: Callable[[str], float] | None = None):
-        interval = INTERVAL if interval is None else interval
-        tick = TICK if tick is None else tick
-        for what, v in (("interval", interval), ("tick", tick)):
-            if not (isinstance(v, int | float) and 0 < v < float("inf")):
-                raise ValueError(f"{what} must be a number of seconds in (0, inf), got {v!r}")
+        interval = check_seconds("interval", INTERVAL if interval is None else interval)
+        tick = check_seconds("tick", TICK if tick is None else tick)
         if cost is None:
             from ..registry import quick_cost as cost
         self.names = list(names)
         self.cost = {n: max(float(cost(n)), 1e-9) for n in self.names}
         self.stream = stream if stream is not None else sys.stderr
         self.clock = clock if clock is not None else _clock
-        self.interval, self.tick = float(interval), float(tick)
+        self.interval, self.tick = interval, tick
         self.started = self.clock()
         self._next_line = self.started + self.interval
         self._done: list[str] = []
@@ -292,7 +275,7 @@ class RunProgress:
 
     def poll(self) -> None:
         """Print the line when it is due."""
-        _print_if_due(self)
+        print_if_due(self)
 
     def _loop(self) -> None:
         while not self._stop.wait(min(self.tick, self.interval)):
@@ -405,13 +388,3 @@ def closing_summary(out: Path, targets: dict, size: str, wall: float, cpu: float
     lines.append(f"  report: {markdown}")
     lines.append(f"  report: {html}")
     return "\n".join(lines)
-
-
-def _print_if_due(reporter) -> None:
-    """Print ``reporter.line()`` once its next line is due (every ``interval`` seconds of ``reporter.clock``)."""
-    now = reporter.clock()
-    if now >= reporter._next_line:
-        print(reporter.line(), file=reporter.stream, flush=True)
-        reporter.lines_printed += 1
-        while reporter._next_line <= now:
-            reporter._next_line += reporter.interval
