@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import numbers
 import sys
 from collections.abc import Callable, Iterable, Sequence
 
@@ -15,7 +16,7 @@ from .errors import UsageError, run_main
 from .store import StoreError
 from .validation import did_you_mean
 
-__all__ = ["ESTIMATOR_OF", "CleanParser", "UsageError", "algo_flags", "check_algo_flags", "json_safe", "main",
+__all__ = ["ESTIMATOR_OF", "CleanParser", "UsageError", "algo_flags", "check_algo_flags", "human", "json_safe", "main",
            "print_record", "register_command"]
 
 # name -> (configure(subparser), run(args) -> exit code); later modules (sweeps, reports) add theirs
@@ -245,14 +246,38 @@ def diverged_message(prog: str, exc: BaseException, params: dict) -> str:
 
 
 def print_record(record: dict, as_json: bool) -> None:
-    """One JSON object, or one aligned ``key: value`` line per metric (the history only in JSON)."""
+    """One JSON object (full precision), or one aligned ``key: value`` line per metric with floats to 4 significant
+    digits (:func:`human`; the history only in JSON)."""
     if as_json:
         print(json.dumps(json_safe(record), allow_nan=False))
         return
     width = max((len(k) for k in record), default=0)
     for key, value in record.items():
         if key != "history":
-            print(f"{key:>{width}}: {value}")
+            print(f"{key:>{width}}: {human(value)}")
+
+
+HUMAN_DIGITS = 4  # significant digits of a float in output meant for people (JSON keeps every digit)
+
+
+def human(value: object) -> str:
+    """``value`` as a person reads it: a float to :data:`HUMAN_DIGITS` significant digits (``0.00044385664790311767``
+    -> ``0.0004439``), also inside lists, tuples and dicts; anything else as ``str`` (integers and text unchanged).
+    Seventeen digits of a Monte Carlo estimate or a bound are noise to a reader; ``--json`` has them all."""
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        return f"{float(value):.{HUMAN_DIGITS}g}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_inner(k)}: {_inner(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_inner(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_inner(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    return str(value)
+
+
+def _inner(value: object) -> str:
+    """An item of a container as :func:`human` shows it: text quoted as ``str(list)`` would, numbers rounded."""
+    return repr(value) if isinstance(value, str) else human(value)
 
 
 def json_safe(obj):

@@ -28,7 +28,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from synth.cli import CleanParser, UsageError, json_safe
+from synth.cli import CleanParser, UsageError, human, json_safe
 from synth.errors import run_main
 from synth.validation import did_you_mean
 
@@ -104,13 +104,13 @@ def _print_check(chk: dict, as_json: bool) -> None:
     print(f"{chk['result']}: {chk['title']}")
     print(f"  {chk['cite']}")
     print(f"  quantity      {chk['quantity']}")
-    for key in ("bound", "exact", "empirical"):
-        print(f"  {key:<13} {chk[key]}")
-    print(f"  CI ({chk['confidence']:.0%})      [{chk['ci_low']}, {chk['ci_high']}]")
+    for key in ("bound", "exact", "empirical"):  # 4 significant digits, as every number for people (JSON: all)
+        print(f"  {key:<13} {human(chk[key])}")
+    print(f"  CI ({chk['confidence']:.0%})      [{human(chk['ci_low'])}, {human(chk['ci_high'])}]")
     scope = f"  -- {chk['scope']}" if chk.get("scope") else ""
     print(f"  verdict       {chk['verdict']}  (comparison: {chk['comparison']}){scope}")
     if chk["fitted_constant"] is not None:
-        print(f"  fitted        {chk['fitted_name']} = {chk['fitted_constant']}  ({chk['fitted_rule']}; "
+        print(f"  fitted        {chk['fitted_name']} = {human(chk['fitted_constant'])}  ({chk['fitted_rule']}; "
               f"on the {chk['fitted_on']} value)")
     margins = chk.get("assumption_margins") or {}
     for name, ok in chk["assumptions"].items():
@@ -231,8 +231,9 @@ def _cmd_sweep(argv: list[str]) -> int:
         if args.json:
             print(json.dumps(json_safe(chk), allow_nan=False))
         else:
-            print(f"{key}={value}: bound={chk['bound']:.4g} exact={chk['exact']} empirical={chk['empirical']} "
-                  f"CI=[{chk['ci_low']}, {chk['ci_high']}] verdict={chk['verdict']}"
+            print(f"{key}={human(value)}: bound={human(chk['bound'])} exact={human(chk['exact'])} "
+                  f"empirical={human(chk['empirical'])} CI=[{human(chk['ci_low'])}, {human(chk['ci_high'])}] "
+                  f"verdict={chk['verdict']}"
                   + (f" ({chk['scope']})" if chk.get("scope") else ""))
     return 0
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from synth.cli import CleanParser, UsageError, json_safe
+from synth.cli import CleanParser, UsageError, human, json_safe
 
 from .laws import (
     MisassignmentLaw,
@@ -78,8 +78,8 @@ def _emit(out: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(json_safe(out), allow_nan=False))
         return
-    for key, value in out.items():
-        print(f"{key:<16} {value}")
+    for key, value in out.items():  # floats to 4 significant digits (the JSON keeps them all)
+        print(f"{key:<16} {human(value)}")
 
 
 def _cmd_preference(argv: list[str]) -> int:
