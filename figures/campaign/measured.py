@@ -263,6 +263,13 @@ def _fig3_store_rows(st: dict, panel: str) -> list[Row]:
     rule = "code" if metric == "success_code_rule" else "matched"
     prefix = f"IFCA Fig. 3({panel}) [{st['folder']}]: "
     out = compare_fig3(panel, axis, rows, prefix=prefix, rule=rule) if rows else []
+    # the other success rule's curves beside the counted ones, never counted: the code's rule and generator are
+    # declared deviations (figures/published/protocols/ifca-fig3.toml), and under the text's one-to-one rule the
+    # sigma = 0 curves cannot rise (dist <= 0 never holds)
+    other, said = ("matched", "the text's one-to-one rule") if rule == "code" else ("code", "the code's rule")
+    out += [replace(r, item=f"{r.item} [second protocol: {said}]", counted=False)
+            for r in (compare_fig3(panel, axis, rows, prefix=prefix, rule=other) if rows else [])
+            if "`," in r.item]
     c = claim("IFCA", "success-rises-with-R" if axis == "R" else "success-rises-with-mn")
     for key in sorted(set(cells) - whole, key=str):
         theta, value = key
@@ -273,7 +280,11 @@ def _fig3_store_rows(st: dict, panel: str) -> list[Row]:
                              f"pending (store incomplete: {len(recs)} of {total} trials)"))
     note = (f"{scale}; success judged by `{metric}`, the spec's rule; store `figures/measured/{st['folder']}/store`; "
             f"command: `{st['command'] or 'not in figures/measured/README.md'}`")
-    return [replace(r, note=note) for r in out]
+    from ..verdicts.protocol import ledger_for
+
+    ledger = ledger_for(st["folder"])
+    klass = ledger.protocol_class() if ledger is not None else ""
+    return [replace(r, note=note, protocol=klass) for r in out]
 
 
 def store_rows(folder: Path = HERE, stores: list[dict] | None = None) -> list[Row]:

@@ -122,6 +122,9 @@ def tally(entries: list[tuple[str, str, str, list[dict]]]) -> dict[tuple[str, st
         for r in rows:
             t = out.setdefault((paper_of(paper, r["item"]), kind), Tally())
             c, v = classify(r), r["verdict"]
+            if c in ("ordering", "claim") and _second(r):
+                t.shown += 1  # judged under a second protocol, beside the counted row
+                continue
             if c == "ordering":
                 t.order[_head(v)] += 1
             elif c == "number":
@@ -349,7 +352,7 @@ def _where(rows: list[tuple[str, dict]], limit: int = 3, labels: bool = False) -
         if labels or len(uniq) < len(items):
             parts.append(f"`{name}`: " + ", ".join(uniq[:4]) + (", ..." if len(uniq) > 4 else ""))
         else:
-            parts.append(f"`{name}` {len(items)}")
+            parts.append(f"`{name}`, {len(items)} row{'s' * (len(items) > 1)}")
     more = len(by) - limit
     return "; ".join(parts) + (f"; {more} more target{'s' * (more > 1)}" if more > 0 else "")
 
@@ -373,6 +376,10 @@ def paper_sentences(entries: list[tuple[str, str, str, list[dict]]], pending: li
             c, h = classify(r), _head(r["verdict"])
             if c == "number" and not (paper_data and r.get("counted", True)):
                 c = "shown"
+            if c in ("ordering", "claim") and _second(r):
+                open_.setdefault(p, Counter())[f"{c}s judged under a second protocol (shown beside the counted "
+                                               "rows)"] += 1
+                continue
             what = {"number": "published numbers", "ordering": "orderings", "claim": "claims",
                     "theory": "bound checks"}.get(c)
             if what is None:
@@ -419,17 +426,16 @@ def paper_sentences(entries: list[tuple[str, str, str, list[dict]]], pending: li
             if rows:
                 kind, what = key
                 verb = "hold" if what == "bound checks" else "agree"
-                holds.append(f"{len(rows)} of {t[key]} {what} {verb} {_words(kind, what)} ({_where(rows)})")
+                status = _status(rows) if kind in ("real data", "stored paper-scale runs") else ""
+                holds.append(f"{len(rows)} of {t[key]} {what} {verb} {_words(kind, what)}{status} ({_where(rows)})")
         differs = []
         for key in keys:
             rows = bad.get(paper, {}).get(key, [])
             if rows:
                 kind, what = key
                 verb = "violated" if what == "bound checks" else "differ"
-                prot = Counter(r.get("protocol", "") for _, r in rows)
                 if kind in ("real data", "stored paper-scale runs"):
-                    status = ", ".join(f"{n} {_PROTOCOL_WORDS.get(p, 'with no protocol ledger')}" for p, n in
-                                       prot.most_common())
+                    status = _status(rows)[2:]
                 elif kind == "stand-in (8x8 digits)":
                     status = "not the paper's data"
                 elif what == "bound checks":
@@ -468,6 +474,17 @@ def _largest(rows: list[tuple[str, dict]], gaps: dict[str, float], n: int = 3) -
         return _where(rows, labels=True)
     parts = [f"`{name}`: {_BRACKETS.sub('', item)} {gaps[item]:+.4g}" for _, name, item in known[:n]]
     return "largest gaps: " + "; ".join(parts)
+
+
+def _second(r: dict) -> bool:
+    """Whether a claim or ordering row is judged under a second protocol, beside its counted row (not counted)."""
+    return not r.get("counted", True) and "[second protocol" in r["item"]
+
+
+def _status(rows: list[tuple[str, dict]]) -> str:
+    """``", 12 with declared deviations from the paper"``: the protocol classes of the rows, counted."""
+    prot = Counter(r.get("protocol", "") for _, r in rows)
+    return ", " + ", ".join(f"{n} {_PROTOCOL_WORDS.get(p, 'with no protocol ledger')}" for p, n in prot.most_common())
 
 
 def _words(kind: str, what: str) -> str:
