@@ -217,3 +217,29 @@ def test_log_f_tail_exact_where_representable_and_warns_on_underflow():
     assert np.isfinite(lg) and lg < np.log(1e-300)
     # the log tail is monotone in n (more samples, rarer mistakes)
     assert log_f_tail(9.01, 0.02, 1000) < lg
+
+
+def test_worst_case_deep_in_the_tail_is_zero_without_a_warning_and_keeps_its_log():
+    """ifca_worst_case far in the tail (property tests draw n up to 400, rho up to 1e3): the probability underflows to
+    0, the correctly rounded double, and its exact log travels in log_prob; no UnderflowWarning reaches the caller (it
+    did, from every such call, in the suite's output).  A probability that gets the float alone still warns."""
+    import warnings
+
+    from theory.laws import UnderflowWarning, log_f_tail, preference_eigen
+
+    sigma = 1 / np.sqrt(1000.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        deep = laws.ifca_worst_case(0.45, 1.0, sigma, 365)
+        normal = laws.ifca_worst_case(0.45, 1.0, sigma, 335)  # about 4e-306: a normal double, under 1e-300
+        searched = laws.search_worst_case(0.45, 1.0, sigma, 365, grid=5)
+    assert deep.prob == 0.0 and searched.prob == 0.0
+    a, b, cos = deep.own_norm, deep.other_norm, deep.cos
+    lam_p, lam_m = preference_eigen(b * b + sigma**2, a * a + sigma**2, a * b * cos + sigma**2)
+    assert deep.log_prob == pytest.approx(log_f_tail(lam_p, lam_m, 365), rel=1e-12)
+    assert deep.log_prob / np.log(10) == pytest.approx(-332.6, abs=0.1)
+    assert 1e-307 < normal.prob < 1e-300 and normal.prob == pytest.approx(np.exp(normal.log_prob), rel=1e-12)
+    assert laws.ifca_worst_case(0.25, 1.0, 0.5, 50).log_prob == pytest.approx(
+        np.log(laws.ifca_worst_case(0.25, 1.0, 0.5, 50).prob), rel=1e-12)
+    with pytest.warns(UnderflowWarning, match=r"10\^-332\.6"):
+        assert laws.preference_probability(a, b, cos, sigma, 365) == 0.0

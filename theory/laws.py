@@ -279,31 +279,58 @@ def preference_eigen(A: float, B: float, C: float) -> tuple[float, float]:
 
 
 def preference_probability(own_norm: float, other_norm: float, cos: float, sigma: float, n: int) -> float:
-    """``P[f(theta_j) < f(theta_1)]`` from ``|u_1|``, ``|u_j|`` and their angle (see :class:`PairwisePreference`)."""
+    """``P[f(theta_j) < f(theta_1)]`` from ``|u_1|``, ``|u_j|`` and their angle (see :class:`PairwisePreference`).
+
+    A probability below the smallest normal double comes back as 0 (or a subnormal) with an
+    :class:`UnderflowWarning`; :func:`ifca_worst_case` keeps the exact logarithm instead."""
+    return _f_tail(*_preference_lambdas(own_norm, other_norm, cos, sigma, n))
+
+
+def _preference_lambdas(own_norm: float, other_norm: float, cos: float, sigma: float,
+                        n: int) -> tuple[float, float, int]:
+    """``(lambda_+, lambda_-, n)`` of the F(n, n) law of :func:`preference_probability`, its arguments checked."""
     a = check_real("own_norm", own_norm, low=0.0)
     b = check_real("other_norm", other_norm, low=0.0)
     cos = check_real("cos", cos, low=-1.0, high=1.0)
     sigma = check_real("sigma", sigma, low=0.0)
     n = check_int("n", n, low=1)
     C = a * b * float(cos) + sigma**2
-    lam_p, lam_m = preference_eigen(b * b + sigma**2, a * a + sigma**2, C)
-    return _f_tail(lam_p, lam_m, n)
+    return (*preference_eigen(b * b + sigma**2, a * a + sigma**2, C), n)
 
 
-def _f_tail(lam_p: float, lam_m: float, n: int) -> float:
+# below this the tail nears the end of the normal doubles (2.2e-308): it comes from its exact logarithm instead
+_DEEP_TAIL = 1e-300
+
+
+def _f_tail_and_log(lam_p: float, lam_m: float, n: int) -> tuple[float, float]:
+    """``(P, log P)`` with ``P = P[lam_+ U < lam_- V]``, U, V iid chi2_n; ``log P`` exact even where ``P`` underflows
+    (:func:`log_f_tail`), ``P`` then the double nearest to ``exp(log P)`` (0 below the smallest subnormal)."""
     if lam_p <= 0 and lam_m <= 0:
-        return 0.5  # identical residual vectors: a tie, broken uniformly at random by convention
+        return 0.5, float(np.log(0.5))  # identical residual vectors: a tie, broken uniformly at random by convention
     if lam_m <= 0:
-        return 0.0
+        return 0.0, -np.inf
     if lam_p <= 0:
-        return 1.0
+        return 1.0, 0.0
     # P[U/V < r] for U, V iid chi2_n is the F(n, n) cdf = I_{r/(1+r)}(n/2, n/2)
     r = lam_m / lam_p
     value = float(special.betainc(n / 2.0, n / 2.0, r / (1.0 + r)))
-    if value < 1e-300:
-        log10 = log_f_tail(lam_p, lam_m, n) / np.log(10.0)
-        warnings.warn(f"the exact F({n}, {n}) tail is about 10^{log10:.1f}, below double precision; "
-                      f"returning {value:g} (use log_f_tail for its logarithm)", UnderflowWarning, stacklevel=3)
+    if value >= _DEEP_TAIL:
+        return value, float(np.log(value))
+    log_value = log_f_tail(lam_p, lam_m, n)
+    # exp of a log below about -745 underflows to 0, which is the correctly rounded double of the probability: the
+    # exact size travels in log_value (and _f_tail warns callers that get the probability alone)
+    with np.errstate(under="ignore"):
+        return float(np.exp(log_value)), log_value
+
+
+def _f_tail(lam_p: float, lam_m: float, n: int) -> float:
+    """``P[lam_+ U < lam_- V]``; an :class:`UnderflowWarning` when it is below the smallest normal double (its digits
+    lost: 0, or a subnormal)."""
+    value, log_value = _f_tail_and_log(lam_p, lam_m, n)
+    if 0.0 <= value < np.finfo(float).tiny and np.isfinite(log_value):
+        warnings.warn(f"the exact F({n}, {n}) tail is about 10^{log_value / np.log(10.0):.1f}, below double "
+                      f"precision; returning {value:g} (use log_f_tail for its logarithm)", UnderflowWarning,
+                      stacklevel=3)
     return value
 
 
@@ -403,7 +430,9 @@ class WorstCase:
 
     ``own_norm = |theta*_1 - theta_1|``, ``other_norm = |theta*_1 - theta_j|``,
     ``cos`` the cosine between ``u_1`` and ``u_j``; ``attained`` is False when
-    the value is a supremum approached but not reached (``alpha < 0``).
+    the value is a supremum approached but not reached (``alpha < 0``).  ``log_prob`` is ``log(prob)``, exact
+    also where ``prob`` is below double precision (large ``n``: :func:`ifca_worst_case` returns ``prob = 0`` there,
+    silently, the size kept in ``log_prob``).
     """
 
     prob: float
@@ -412,6 +441,7 @@ class WorstCase:
     cos: float
     regime: str
     attained: bool = True
+    log_prob: float | None = None  # natural log of prob, exact where prob underflows to 0 (None: not computed)
 
 
 def ifca_worst_case(alpha: float, delta: float, sigma: float, n: int, d: int = 2) -> WorstCase:
@@ -455,15 +485,17 @@ def ifca_worst_case(alpha: float, delta: float, sigma: float, n: int, d: int = 2
             cos, regime = (-sigma**2 / (a * b) if a * b > 0 else 0.0), "angle with <u_j, u_1> = -sigma^2 (S diagonal)"
         else:
             cos, regime = -1.0, "collinear, opposite sides"
-        return WorstCase(preference_probability(a, b, cos, sigma, n), a, b, cos, regime)
+        # the probability with its exact log: deep in the tail (large n or rho) it underflows, which is no loss here
+        prob, log_prob = _f_tail_and_log(*_preference_lambdas(a, b, cos, sigma, n))
+        return WorstCase(prob, a, b, cos, regime, log_prob=log_prob)
     if alpha == 0:
-        return WorstCase(0.5, r, r, -1.0, "a = b = Delta/2: equal expected losses")
+        return WorstCase(0.5, r, r, -1.0, "a = b = Delta/2: equal expected losses", log_prob=float(np.log(0.5)))
     q = sigma**2 / (2.0 * r) ** 2
     s = np.sqrt(1.0 + 4.0 * q)
     ratio = (s + 1.0) / (s - 1.0) if q > 0 else np.inf
     prob = float(special.betainc(n / 2.0, n / 2.0, ratio / (1.0 + ratio))) if np.isfinite(ratio) else 1.0
     return WorstCase(prob, r, r, 1.0, "wrong model on the ray through the own model, approaching it "
-                     "(alpha < 0: outside Assumption 1)", attained=False)
+                     "(alpha < 0: outside Assumption 1)", attained=False, log_prob=float(np.log(prob)))
 
 
 def search_worst_case(alpha: float, delta: float, sigma: float, n: int, d: int = 2, grid: int = 41,
@@ -484,7 +516,8 @@ def search_worst_case(alpha: float, delta: float, sigma: float, n: int, d: int =
     def prob(a, b, c):
         if abs(a - b) < 1e-12 and c > 1 - 1e-12:
             return -np.inf  # coincident models: excluded (tie)
-        return preference_probability(a, b, c, sigma, n)
+        # a maximum is sought: a probability that underflows to 0 loses nothing here (no UnderflowWarning)
+        return _f_tail_and_log(*_preference_lambdas(a, b, c, sigma, n))[0]
 
     best = []
     for a in np.linspace(0.0, r, grid):  # a small grid search; the refinement below does the rest
