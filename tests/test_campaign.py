@@ -305,3 +305,51 @@ def test_paper_scale_rows_test_stored_runs_against_the_papers_numbers(tmp_path, 
     assert len(second) == 1 and "min-loss" in second[0].item and math.isclose(second[0].stats[0], 0.024)
     assert "protocol:" in by["CLoVE"].note and "seed(s) stored" in by["CLoVE"].note
     assert "(9 on CPU, 3 on NVIDIA H100 80GB HBM3)" in by["CLoVE"].note
+
+
+def test_a_run_from_a_modified_tree_records_its_diffs_digest(tmp_path, monkeypatch):
+    """Provenance: a run stored from a tree with uncommitted changes names the code it ran by the diff's digest."""
+    from figures.campaign import planner
+    from figures.campaign.store import load_run
+
+    monkeypatch.setattr(planner, "commit", lambda: "0123456789ab+")
+    monkeypatch.setattr(planner, "tree_change", lambda: {"diff_sha256": "d" * 64, "changed": ["synth/x.py"]})
+    req = campaign.RunRequest("t", "tiny-folder", 0, 0, _tiny_point(), 5, "figures.trials.nets_trial")
+    assert campaign.execute(req, str(tmp_path), None, "test").get("error") is None
+    data = load_run(req.path(tmp_path), req)
+    assert data["commit"].endswith("+") and data["tree"] == {"diff_sha256": "d" * 64, "changed": ["synth/x.py"]}
+    monkeypatch.setattr(planner, "commit", lambda: "0123456789ab")  # a clean tree records no diff
+    req2 = campaign.RunRequest("t", "tiny-folder", 0, 1, _tiny_point(), 6, "figures.trials.nets_trial")
+    campaign.execute(req2, str(tmp_path), None, "test")
+    assert "tree" not in load_run(req2.path(tmp_path), req2)
+
+
+def test_tree_change_is_the_digest_of_git_diff_outside_the_store(monkeypatch):
+    import subprocess
+
+    from figures.campaign import provenance
+
+    calls = []
+
+    def fake_run(argv, **kw):
+        calls.append(argv)
+        out = b"diff --git a/x b/x\n" if "--binary" in argv else "synth/x.py\n"
+        return subprocess.CompletedProcess(argv, 0, stdout=out)
+
+    monkeypatch.delenv("CFLAB_COMMIT", raising=False)
+    monkeypatch.setattr(provenance.subprocess, "run", fake_run)
+    change = provenance.tree_change()
+    assert change["changed"] == ["synth/x.py"] and len(change["diff_sha256"]) == 64
+    assert all(":(exclude)figures/measured" in argv for argv in calls)  # stored results do not count as code
+    monkeypatch.setattr(provenance.subprocess, "run",
+                        lambda argv, **kw: subprocess.CompletedProcess(argv, 0, stdout=b"" if "--binary" in argv
+                                                                       else ""))
+    assert provenance.tree_change() is None
+
+
+def test_rows_of_runs_from_an_unrecorded_modified_tree_say_so():
+    from figures.campaign.measured import _provenance
+
+    note = _provenance({"global": {"4a4baa4728c8+"}, "ifca": {"1c71f0e50781+"}}, "FedAvg")
+    assert "modified tree (commit 4a4baa4728c8+)" in note and "1c71f0e50781" not in note
+    assert _provenance({"global": {"4a4baa4728c8+"}}, "IFCA") == ""

@@ -301,6 +301,18 @@ def store_rows(folder: Path = HERE, stores: list[dict] | None = None) -> list[Ro
     return rows
 
 
+def _provenance(unrecorded: dict[str, set[str]], method: str) -> str:
+    """The note of a row whose method has runs made from a modified tree whose diff was not recorded."""
+    def names(algo: str) -> set[str]:  # the row names of one algorithm in the three papers' tables
+        return {x.lower() for x in (algo, *(t.get(algo) for t in (_IFCA_ROW, _SRFCA_ROW, _CLOVE_ROW))) if x}
+
+    commits = sorted(c for algo, cs in unrecorded.items() if method.lower() in names(algo) for c in cs)
+    if not commits:
+        return ""
+    return (f"; provenance: runs made from a modified tree (commit {', '.join(commits)}) before runs recorded "
+            "their diff: the code they ran is known only up to that commit")
+
+
 def campaign_rows(folder: Path = HERE, data_dir: str | None = None) -> tuple[list[Row], list[dict]]:
     """The paper-scale rows of the campaign's stored runs (:mod:`figures.campaign.planner`): every real-data target's
     rows at its ``--full`` setting, computed from the runs stored under ``folder`` (nothing is run), keeping the rows
@@ -323,7 +335,7 @@ def campaign_rows(folder: Path = HERE, data_dir: str | None = None) -> tuple[lis
 
     requests, by_target = collect(folder, data_dir, names=_targets_with_runs(folder))
     cell_list = cells(requests)
-    stored, devices, stale = {}, {}, {}
+    stored, devices, stale, unrecorded = {}, {}, {}, {}
     for c in cell_list:
         n_points = len(c.points())
         per_trial: dict[int, int] = {}
@@ -339,7 +351,12 @@ def campaign_rows(folder: Path = HERE, data_dir: str | None = None) -> tuple[lis
                     stale.setdefault(c.name, (ledger.stale, set()))[1].add(str(r.point.get("algo")))
             if path.exists():
                 per_trial[r.trial] = per_trial.get(r.trial, 0) + 1
-                dev = str(json.loads(path.read_text(encoding="utf-8")).get("device", "cpu"))
+                record = json.loads(path.read_text(encoding="utf-8"))
+                if str(record.get("commit", "")).endswith("+") and "tree" not in record:
+                    # made from a modified tree before runs recorded their diff: the code it ran is not known
+                    unrecorded.setdefault(c.name, {}).setdefault(str(r.point.get("algo")), set()).add(
+                        str(record["commit"]))
+                dev = str(record.get("device", "cpu"))
                 name = dev.split(": ", 1)[-1].split(" (")[0] if dev.startswith("cuda") else "CPU"
                 on[name] = on.get(name, 0) + 1
         devices[c.name] = ", ".join(f"{n} on {d}" for d, n in sorted(on.items()))
@@ -382,7 +399,8 @@ def campaign_rows(folder: Path = HERE, data_dir: str | None = None) -> tuple[lis
             note = (f"paper scale: cell `{cell.name}`, {n} seed(s) stored (minimal test {minimal}, the paper "
                     f"{PAPER_SEEDS[pub.paper]}); runs: `figures/measured/{cell.folder}/` ({devices[cell.name]}); "
                     f"command: `python paper_repro.py --campaign run` (on a GPU: `python bench/gpu_run.py`); "
-                    f"protocol: {declared}" + (f"; {'; '.join(notes)}" if notes else ""))
+                    f"protocol: {declared}" + _provenance(unrecorded.get(cell.name, {}), pub.row)
+                    + (f"; {'; '.join(notes)}" if notes else ""))
             row = _protocol(replace(r, item=f"{pub.paper} {pub.artifact}: {r.item} [paper scale]", note=note), cell,
                             _stale_for(stale.get(cell.name), cell.paper, [pub.row]), [pub.row])
             suspect = next((x for x in (ledger.suspects if ledger is not None else ()) if x.source == r.source),

@@ -51,7 +51,7 @@ from .costs import (
     run_seconds,
     stored_seconds,
 )
-from .provenance import commit, device_name, nets_command
+from .provenance import commit, device_name, nets_command, tree_change
 from .store import HERE, RunRequest, run_point, stored_records
 
 __all__ = ["BUDGET_HOURS", "CHECKPOINTS", "CellPlan", "MANIFEST", "MANIFEST_COLUMNS", "TARGETS", "check_cells",
@@ -419,6 +419,9 @@ def _execute(req: RunRequest, root: str, data_dir: str | None, command: str, pat
               "resumed_from_round": (result or {}).get("resumed_from_round"),
               "load_average": [list(load0), list(os.getloadavg())],
               "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "result": result}
+    change = tree_change() if record["commit"].endswith("+") else None
+    if change is not None:  # a run from a modified tree names the code it ran by the diff's digest
+        record["tree"] = change
     write_json_atomic(path, with_digest(record))  # the readers refuse the file once edited (load_run)
     return {"run": f"{req.folder}/{path.name}", "wall": wall, "cpu": cpu,
             "error": (result or {}).get("error")}

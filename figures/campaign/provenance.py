@@ -32,6 +32,28 @@ def commit() -> str:
     return (head + ("+" if dirty else "")) if head else "unknown"
 
 
+def tree_change() -> dict | None:
+    """What a run made from a modified tree ran beyond its commit: ``{"diff_sha256": ..., "changed": [paths]}`` of
+    ``git diff HEAD`` outside ``figures/measured`` (None for a clean tree, or where git cannot say).  The digest
+    names the code exactly (the same diff gives the same digest); the diff itself is not kept."""
+    import hashlib
+
+    if os.environ.get("CFLAB_COMMIT"):
+        return None  # a copy on another machine: its commit says what it was
+    root = Path(__file__).resolve().parents[2]
+    spec = ["--", ".", ":(exclude)figures/measured"]
+    try:
+        diff = subprocess.run(["git", "diff", "HEAD", "--binary", *spec], cwd=root, capture_output=True,
+                              timeout=30).stdout
+        names = subprocess.run(["git", "diff", "HEAD", "--name-only", *spec], cwd=root, capture_output=True,
+                               text=True, timeout=30).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if not diff:
+        return None
+    return {"diff_sha256": hashlib.sha256(diff).hexdigest(), "changed": sorted(names)}
+
+
 def device_name(device: str = "cpu") -> str:
     """The GPU (``device`` ``"cuda"``: its name, torch and CUDA versions) or the CPU model and core count of this
     machine, for the run records."""
