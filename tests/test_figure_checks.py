@@ -7,6 +7,7 @@ saved, and each target's problems are one test.  The checks themselves are teste
 from __future__ import annotations
 
 import math
+import textwrap
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ import pytest
 import figures.plots.style as style
 import paper_repro
 from figures import load_targets
-from figures.plots.figcheck import check_figure, title_problems
+from figures.plots.figcheck import check_figure, orphan_word, title_problems
 
 # measured-runs computes nothing and draws its figures with the nets targets' plotting, checked here (and reading
 # the stored paper-scale runs takes it minutes)
@@ -225,6 +226,46 @@ def test_a_missing_or_cut_title_fails():
     axes[0][0].set_title("Lemma A.1: SLV means of different clusters\nare Δ/√(4 + σ²) apart")
     _faced(fig)
     assert check_figure(fig) == []
+
+
+# the face of IFCA Fig. 4 at the tiny size: greedy wrapping to the figure's width left "seed" alone on the last line
+FIG4_FACE = style.face("IFCA Fig. 4 reproduced (accuracy of the cluster identities per round, one panel per (m, n))",
+                       "rotated 8x8 digits standing in for MNIST (tiny run)", "(m,n) ∈ {(16,25)}, 3 rounds", "1 seed")
+
+
+def test_an_orphan_title_word_fails():
+    fig, axes = _fig()
+    axes[0][0].plot([0, 1], [0, 1])
+    fig.suptitle("IFCA Fig. 3(a) reproduced\ndata: synthetic mixed linear regression; size: m = 20 clients; 3 trials "
+                 "per\npoint", fontsize=9)
+    assert any("orphan title word 'point'" in b for b in check_figure(fig))
+    fig, axes = _fig()
+    axes[0][0].plot([0, 1], [0, 1])
+    axes[0][0].set_title("IFCA journal Lemma 1\nseeds")  # a panel's title too
+    _faced(fig)
+    assert [b for b in check_figure(fig) if "orphan" in b] == [
+        "axes 0 title 'IFCA journal Lemma 1\\nseeds': orphan title word 'seeds' alone on the last line (wrap the "
+        "title in balanced lines: figures.plots.style.wrap)"]
+    # a bracketed line of its own (theory panels' verdicts), a one-line title and a last line of two words pass
+    assert orphan_word("IFCA journal Theorem 1\n(holds)") is None and orphan_word("σ = 0.1") is None
+    assert orphan_word("a b\nc d") is None and orphan_word("a b\nc") == "c"
+
+
+def test_wrapped_titles_are_balanced_without_orphan_words():
+    width = 3.7  # inches: 49 characters of 9-point text a line once the margin is taken off (style.wrap)
+    greedy = "\n".join(textwrap.wrap(FIG4_FACE.split("\n")[1], int((width - 0.2) * 72 / (0.56 * 9))))
+    assert orphan_word(greedy) == "seed"  # what the figure showed before
+    fig, axes = _fig(width, 4.0)
+    axes[0][0].plot([0, 1], [0, 1])
+    style.suptitle(fig, FIG4_FACE)
+    assert orphan_word(fig._suptitle.get_text()) is None and check_figure(fig) == []
+    text = "data: synthetic mixed linear regression (tiny run); size: k = 2, m ∈ {4, 8}, n ∈ {25}; 3 trials per point"
+    for chars in range(20, 120):
+        lines = style.balanced_lines(text, chars)
+        assert len(lines) == len(textwrap.wrap(text, chars, break_on_hyphens=False))  # no more lines than greedy
+        assert max(map(len, lines)) <= chars and " ".join(lines) == text
+        assert len(lines) == 1 or len(lines[-1].split()) > 1, (chars, lines)
+    assert "{4, 8}" in style.wrap(text, 2.0) and "SR-FCA" in style.wrap("x " * 30 + "SR-FCA y", 2.0)
 
 
 def _heat(values_x, values_y, even: bool):

@@ -26,7 +26,10 @@
   overlap;
 * a probability axis (its label says probability) that runs beyond [0, 1];
 * a colour bar whose ticks are not evenly valued (linear: equal steps; logarithmic: equal ratios);
-* an empty panel, or one whose every series is one constant, without a note (a text on the panel) saying why.
+* an empty panel, or one whose every series is one constant, without a note (a text on the panel) saying why;
+* an orphan title word: a title (the figure's or a panel's) of several lines whose last line is one word ("seeds"
+  alone under the rest; :func:`figures.plots.style.wrap` balances the lines).  A last line that is one bracketed
+  item, a panel's "(holds)", is a line of its own by design, not a word left over.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ import warnings
 
 from .style import MIN_BAND, SAVE_DPI, SEPARATE_SCALE
 
-__all__ = ["MIN_FONT", "REAL_SETS", "check_figure", "colours_alike", "stand_in_problems", "title_problems"]
+__all__ = ["MIN_FONT", "REAL_SETS", "check_figure", "colours_alike", "orphan_word", "stand_in_problems",
+           "title_problems"]
 
 MIN_FONT = 6.0
 _TOL = 1.0  # pixels: rounding of extents
@@ -511,6 +515,29 @@ def _empty_panels(fig) -> list[str]:
     return bad
 
 
+def orphan_word(title: str) -> str | None:
+    """The lone word on the last line of a title of several lines (None when there is none): what a reader sees as
+    a word left over by the wrapping.  A bracketed last line ("(holds)", "[n = 20]") is set apart on purpose."""
+    lines = [line for line in title.strip().split("\n") if line.strip()]
+    if len(lines) < 2:
+        return None
+    last = lines[-1].strip()
+    if " " in last or (last[0], last[-1]) in (("(", ")"), ("[", "]")):
+        return None
+    return last
+
+
+def _orphan_titles(texts) -> list[str]:
+    """The figure's and the panels' titles whose last line is one word (:func:`orphan_word`)."""
+    bad = []
+    for where, t in texts:
+        word = orphan_word(t.get_text()) if where.endswith("title") else None
+        if word is not None:
+            bad.append(f"{where} {t.get_text()[:40]!r}: orphan title word {word!r} alone on the last line (wrap the "
+                       "title in balanced lines: figures.plots.style.wrap)")
+    return bad
+
+
 def check_figure(fig, dpi: float = SAVE_DPI) -> list[str]:
     """Every problem of ``fig`` drawn at ``dpi`` (see the module docstring); an empty list when it reads cleanly."""
     renderer, bad = _draw(fig, dpi)
@@ -536,4 +563,5 @@ def check_figure(fig, dpi: float = SAVE_DPI) -> list[str]:
     bad += _probability_axes(fig)
     bad += _colorbar_ticks(fig)
     bad += _empty_panels(fig)
+    bad += _orphan_titles(texts)
     return bad

@@ -245,14 +245,42 @@ def face(what: str, data: str, size: str, seeds: str) -> str:
 
 def wrap(text: str, width_in: float, fontsize: float = 9.0) -> str:
     """``text`` wrapped line by line to ``width_in`` inches of ``fontsize``-point text, never inside a mathtext
-    ``$...$`` segment (a line break there would break the maths)."""
+    ``$...$`` segment (a line break there would break the maths), a short set ("m ∈ {4, 8}") or at a hyphen ("SR-" /
+    "FCA"), in lines as even as they can be (:func:`balanced_lines`: no lone word such as "seeds" on a last line)."""
     import re
 
     chars = max(20, int(width_in * 72 / (0.56 * fontsize)))
-    keep = "\x00"  # stands for a space inside maths while wrapping
-    text = re.sub(r"\$[^$]*\$", lambda m: m.group(0).replace(" ", keep), text)
-    lines = [w for line in text.split("\n") for w in (textwrap.wrap(line, chars) or [""])]
+    keep = "\x00"  # stands for a space inside maths (and a short set such as "{4, 8}") while wrapping
+    text = re.sub(r"\$[^$]*\$|\{[^{}$\n]{1,30}\}", lambda m: m.group(0).replace(" ", keep), text)
+    lines = [w for line in text.split("\n") for w in balanced_lines(line, chars)]
     return "\n".join(lines).replace(keep, " ")
+
+
+def balanced_lines(line: str, chars: int) -> list[str]:
+    """``line`` in as few lines of at most ``chars`` characters as it needs, each as long as the others as far as
+    the words allow: the narrowest width that needs no more lines than ``chars`` does.  Greedy wrapping at ``chars``
+    fills the first lines and leaves the rest, often one word ("seeds", "point"), to the last.  A lone last word
+    that balancing cannot avoid takes the previous line's last word along when that fits."""
+    lines = _greedy(line, chars)
+    words = line.split()
+    if len(lines) < 2 or not words:
+        return lines
+    # the fewest lines is non-increasing in the width, so the narrowest width with as few lines is found going down
+    for width in range(chars - 1, max(len(w) for w in words) - 1, -1):
+        narrower = _greedy(line, width)
+        if len(narrower) > len(lines):
+            break
+        lines = narrower
+    *head, prev, last = lines
+    kept, _, moved = prev.rpartition(" ")
+    if " " not in last and kept and len(moved) + 1 + len(last) <= chars:
+        lines = [*head, kept, f"{moved} {last}"]
+    return lines
+
+
+def _greedy(line: str, width: int) -> list[str]:
+    """Greedy wrapping (``textwrap``) without breaks at hyphens; ``[""]`` for an empty line."""
+    return textwrap.wrap(line, width, break_on_hyphens=False) or [""]
 
 
 def suptitle(fig, text: str, fontsize: float = 9.0) -> None:
