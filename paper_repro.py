@@ -47,6 +47,9 @@ def _parser(targets):
                         help="print, for each published value of the campaign's cells, the declared equivalence "
                              "margin, P(agrees) of a perfect reproduction at the stored and at the paper's seed "
                              "count, P(differs), P(agrees) 3 margins off, and the seeds it needs; then exit")
+    parser.add_argument("--write-findings", dest="write_findings", nargs="+", default=None, metavar="FILE",
+                        help="rewrite the generated verdict-count block of FINDINGS.md and/or README.md from the "
+                             "stored paper-scale runs (figures/report/findings.py) and exit")
     parser.add_argument("--only", default=None, metavar="NAME,...", help="comma-separated target names")
     parser.add_argument("--out", default="repro_out", metavar="DIR", help="output folder (default: repro_out)")
     parser.add_argument("--n-jobs", dest="n_jobs", default="-1", metavar="N",
@@ -252,6 +255,8 @@ def _main(argv) -> int:
     n_jobs = _n_jobs(args.n_jobs)
     if args.seal_runs is not None:
         return _seal(args.seal_runs)
+    if args.write_findings is not None:
+        return _write_findings(args.write_findings, args.data_dir)
     if args.verdict_power:
         from figures.campaign.planner import HERE, MANIFEST
         from figures.verdicts.power import power_table
@@ -319,6 +324,40 @@ def _seal(paths: list[str]) -> int:
     sealed = sum(seal_run(f) for f in files)
     print(f"paper_repro.py: sealed {sealed} of {len(files)} file(s); the others already had a digest (checked) or "
           "are no campaign runs")
+    return 0
+
+
+def findings_blocks(data_dir: str | None = None) -> dict[str, str]:
+    """The verdict-count blocks of FINDINGS.md and README.md now (figures.report.findings): the ``measured-runs``
+    target's rows, run into a scratch folder, and ``--verdict-power``'s summary line."""
+    import tempfile
+
+    from figures import Context, load_targets
+    from figures.campaign.planner import HERE, MANIFEST
+    from figures.report.findings import blocks
+    from figures.report.headline import data_kind
+    from figures.verdicts.power import power_table
+
+    target = load_targets()["measured-runs"]
+    with tempfile.TemporaryDirectory(prefix="cflab-findings-") as tmp:
+        section = target.run(Context(out=Path(tmp), size="quick", n_jobs=1, data_dir=data_dir, progress=False))
+    return blocks(list(getattr(section, "rows", [])), target.name, target.paper, data_kind(target.kind, "quick"),
+                  power_table(HERE / MANIFEST).splitlines()[-1])
+
+
+def _write_findings(paths: list[str], data_dir: str | None) -> int:
+    """``--write-findings``: rewrite the generated block of each of ``paths`` (FINDINGS.md, README.md)."""
+    from figures.report.findings import FILES, replace_block
+    from synth.cli import UsageError
+
+    for p in map(Path, paths):
+        if p.name not in FILES or not p.is_file():
+            raise UsageError(f"paper_repro.py: error: --write-findings takes {' or '.join(FILES)} files, got "
+                             f"{str(p)!r}")
+    generated = findings_blocks(data_dir)
+    for p in map(Path, paths):
+        p.write_text(replace_block(p.read_text(encoding="utf-8"), generated[p.name], str(p)), encoding="utf-8")
+        print(f"paper_repro.py: {p}: verdict counts written")
     return 0
 
 

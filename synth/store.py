@@ -314,6 +314,8 @@ def read_meta(directory: str | os.PathLike, unsealed: bool = False) -> dict | No
     check_meta(meta, str(path))
     _check_digest(meta, Path(directory), path)
     if not unsealed and not _records_sealed(meta):
+        # a broken meta is named first: sealing could not fix it
+        check_meta(meta, str(path), require=("points", "trials"))
         # without this, deleting every digest would turn a sealed store into a "legacy" one that nothing checks
         raise StoreError(f"{path}: the store carries no record digests (written before digests, or its digests were "
                          f"removed); if you trust it, seal it with 'python -m synth seal {directory}'")

@@ -353,3 +353,23 @@ def test_rows_of_runs_from_an_unrecorded_modified_tree_say_so():
     note = _provenance({"global": {"4a4baa4728c8+"}, "ifca": {"1c71f0e50781+"}}, "FedAvg")
     assert "modified tree (commit 4a4baa4728c8+)" in note and "1c71f0e50781" not in note
     assert _provenance({"global": {"4a4baa4728c8+"}}, "IFCA") == ""
+
+
+def test_the_queue_takes_seeds_up_to_the_verdict_powers_count_before_the_papers(tmp_path, fake_data):
+    """Seed tiers: the minimal test (3), then the seeds --verdict-power asks for (at most the paper's count), then the
+    paper's count."""
+    from figures.campaign.cells import power_seeds
+
+    requests, _ = campaign.collect(tmp_path / "store", fake_data, names=["srfca-table1"])
+    cell = next(c for c in campaign.cells(requests) if c.seeds == 5)
+    timings = {campaign._timing_key(r): _timed_36s(r) for r in cell.requests}
+    (plan,) = campaign.plan([cell], timings, 1e6, tmp_path / "store", fake_data)
+    assert plan.power == power_seeds(cell) and plan.minimal == 3
+    plan.power = 4  # say the power count is 4 of the paper's 5
+    todo = campaign.queue([plan], timings, 1e6, tmp_path / "store")
+    trials = [r.trial for r in todo]
+    n = len(cell.points())
+    assert trials[:3 * n] == sorted(trials[:3 * n]) and set(trials[:3 * n]) == {0, 1, 2}
+    assert set(trials[3 * n:4 * n]) == {3} and set(trials[4 * n:]) == {4}
+    row = campaign.manifest_rows([plan], timings)[0]
+    assert row["power_seeds"] == 4

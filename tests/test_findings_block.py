@@ -1,5 +1,5 @@
-"""The verdict-count blocks of FINDINGS.md and README.md equal what ``python -m figures.report.findings`` computes
-from the stored paper-scale runs now: no count in them is written by hand."""
+"""The verdict-count blocks of FINDINGS.md and README.md equal what ``python paper_repro.py --write-findings``
+computes from the stored paper-scale runs now: no count in them is written by hand."""
 
 from __future__ import annotations
 
@@ -14,20 +14,23 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def generated() -> dict[str, str]:
-    return findings.blocks()
+    import paper_repro
+
+    return paper_repro.findings_blocks()
 
 
-@pytest.mark.parametrize("name", ["FINDINGS.md", "README.md"])
+@pytest.mark.parametrize("name", findings.FILES)
 def test_the_verdict_block_is_what_the_stored_runs_give(generated, name):
     text = (ROOT / name).read_text(encoding="utf-8")
     assert findings.current_block(text) == generated[name], (
-        f"{name} is not current: python -m figures.report.findings --write {name}")
+        f"{name} is not current: python paper_repro.py --write-findings {name}")
 
 
 def test_the_block_counts_each_paper_and_the_instrument(generated):
     text = generated["FINDINGS.md"]
     for paper in ("IFCA", "SR-FCA", "CLoVE"):
         assert f"- **{paper}.** Holds:" in text and f"- **{paper}** at the paper's setting:" in text
+        assert f"- **{paper}**: at the paper's setting" in generated["README.md"]
     assert "--verdict-power" in text and "published values in" in text
 
 
@@ -39,11 +42,16 @@ def test_replace_block_needs_both_markers_in_order():
             findings.replace_block(bad, "new", "FILE.md")
 
 
-def test_check_says_which_file_is_not_current(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(findings, "blocks", lambda data_dir=None: {"README.md": "- new"})
+def test_write_findings_rewrites_the_block_and_refuses_other_files(tmp_path, capsys, monkeypatch):
+    import paper_repro
+
+    monkeypatch.setattr(paper_repro, "findings_blocks", lambda data_dir=None: {"README.md": "- new"})
     path = tmp_path / "README.md"
-    path.write_text(f"{findings.BEGIN}\n- old\n{findings.END}\n")
-    assert findings.main(["--check", str(path)]) == 1
-    assert "not current" in capsys.readouterr().err
-    assert findings.main(["--write", str(path)]) == 0 and findings.main(["--check", str(path)]) == 0
-    assert findings.main(["--write", str(tmp_path / "other.md")]) == 2
+    path.write_text(f"x\n{findings.BEGIN}\n- old\n{findings.END}\ny\n")
+    assert paper_repro.main(["--write-findings", str(path)]) == 0
+    assert findings.current_block(path.read_text()) == "- new" and path.read_text().startswith("x\n")
+    other = tmp_path / "other.md"
+    other.write_text("z")
+    assert paper_repro.main(["--write-findings", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--write-findings takes FINDINGS.md or README.md" in err

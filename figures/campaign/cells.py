@@ -4,13 +4,14 @@ run requests, each with the published numbers it answers (:func:`cell_of`), and 
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
 from ..verdicts.published import PAPER_SEEDS, Published, tables
 from .store import RunRequest
 
-__all__ = ["Cell", "cell_of", "cells", "minimal_seeds"]
+__all__ = ["Cell", "cell_of", "cells", "minimal_seeds", "power_seeds"]
 
 _TABLE1_MN = re.compile(r"\(m,n\)=\((\d+),(\d+)\)")
 _CLOVE_MIX = {"Label skew 1": "label-skew-1", "Concept shift": "concept-shift", "Label skew 2": "label-skew-2",
@@ -123,3 +124,30 @@ def minimal_seeds(cell: Cell) -> int:
     from ..verdicts.rules import MIN_SEEDS
 
     return min(MIN_SEEDS, cell.seeds, PAPER_SEEDS.get(cell.paper, MIN_SEEDS))
+
+
+def power_seeds(cell: Cell) -> int | None:
+    """Seeds at which a perfect reproduction of each of the cell's published numbers agrees with probability 0.8
+    (:func:`figures.verdicts.power.seeds_needed` with Holm over its table, the number ``python paper_repro.py
+    --verdict-power`` prints), the largest over the numbers that reach it within 100 seeds; None when none does
+    (their margins are capped below what the paper's own spread allows)."""
+    needed = [n for n in (_seeds_needed(p.source()) for p in cell.published) if n is not None]
+    return max(needed) if needed else None
+
+
+@functools.cache
+def _seeds_needed(source: str) -> int | None:
+    from ..verdicts.power import seeds_needed
+
+    for members in _families().values():
+        for pub, paper in members:
+            if pub.source() == source:
+                return seeds_needed(paper)
+    return None
+
+
+@functools.cache
+def _families() -> dict:
+    from ..verdicts.power import families
+
+    return families(tables())

@@ -39,7 +39,7 @@ from synth.store import with_digest, write_json_atomic, write_text_atomic
 
 from ..registry import Context
 from ..verdicts.published import tables
-from .cells import Cell, cell_of, cells, minimal_seeds
+from .cells import Cell, cell_of, cells, minimal_seeds, power_seeds
 from .costs import (
     BIG_CLIENTS,
     _Alone,
@@ -135,6 +135,7 @@ class CellPlan:
     seconds_minimal: float | None
     stored: dict[int, int]  # trial -> runs stored
     status: str = ""
+    power: int | None = None  # seeds for P(agrees) >= 0.8 of a perfect reproduction (cells.power_seeds)
     measured_points: int = 0  # points whose cost is the mean of their stored runs (the others: timed rounds)
     untimed_points: int = 0  # points with neither a stored run nor a timing: the costs are then lower bounds
 
@@ -183,7 +184,7 @@ def plan(cell_list: list[Cell], timings: dict, budget_hours: float = BUDGET_HOUR
             if r.path(root).exists():
                 stored[r.trial] = stored.get(r.trial, 0) + 1
         points = {r.point_index: r for r in cell.requests}
-        plans.append(CellPlan(cell, data, minimal, paper, mini, stored, measured_points=sum(
+        plans.append(CellPlan(cell, data, minimal, paper, mini, stored, power=power_seeds(cell), measured_points=sum(
             1 for r in points.values() if _point_key(r.folder, r.point) in measured), untimed_points=untimed))
     plans.sort(key=lambda c: (-c.per_hour, c.cell.name))
     spent = _stored_cpu_hours(root)
@@ -230,7 +231,8 @@ def _stored_cpu_hours(root: Path = HERE) -> float:
 
 MANIFEST_COLUMNS = ["paper", "artifact", "group", "row", "column", "value", "pm", "cell", "targets", "dataset",
                     "clients", "n_per_client", "model", "rounds", "local_steps", "batch_size", "optimizer",
-                    "step_size", "paper_seeds", "minimal_seeds", "seeds_stored", "data", "seconds_per_round",
+                    "step_size", "paper_seeds", "minimal_seeds", "power_seeds", "seeds_stored", "data",
+                    "seconds_per_round",
                     "cpu_hours_paper_seeds", "cpu_hours_minimal", "cost_basis", "cell_numbers", "numbers_per_cpu_hour",
                     "status", "round_time_split"]
 
@@ -257,7 +259,8 @@ def manifest_rows(plans: list[CellPlan], timings: dict) -> list[dict]:
                 "model": first.get("model") or "auto", "rounds": first.get("rounds"),
                 "local_steps": first.get("local_steps"), "batch_size": first.get("batch_size") or "full",
                 "optimizer": first.get("optimizer") or "sgd", "step_size": first.get("step_size"),
-                "paper_seeds": c.cell.seeds, "minimal_seeds": c.minimal, "seeds_stored": len(full),
+                "paper_seeds": c.cell.seeds, "minimal_seeds": c.minimal,
+                "power_seeds": "none up to 100" if c.power is None else c.power, "seeds_stored": len(full),
                 "data": c.data, "seconds_per_round": _num(per_round),
                 "cpu_hours_paper_seeds": _num(c.seconds_paper and c.seconds_paper / 3600),
                 "cpu_hours_minimal": _num(c.seconds_minimal and c.seconds_minimal / 3600),
@@ -332,13 +335,14 @@ def summary(plans: list[CellPlan], rows: list[dict], budget_hours: float) -> str
              + "".join(f"; {n} runs on {dev.split(': ', 1)[-1]} took {wall / 60:.1f} GPU-minutes (`python "
                        f"bench/gpu_run.py`; they spend none of the CPU budget)"
                        for dev, (n, wall) in sorted(stored_gpu_runs().items())) + ".", "",
-             "| cell | published (with ±) | data | seeds (minimal / paper / stored) | CPU-h minimal | CPU-h paper "
+             "| cell | published (with ±) | data | seeds (minimal / for 0.8 power / paper / stored) | CPU-h minimal "
+             "| CPU-h paper "
              "| numbers per CPU-h | status |", "|---|---|---|---|---|---|---|---|"]
     for c in plans:
         full = sum(1 for t in range(c.cell.seeds) if c.stored.get(t, 0) == len(c.cell.points()))
         at_least = "≥ " if c.untimed_points and c.seconds_minimal else ""
         lines.append(f"| `{c.cell.name}` | {len(c.cell.published)} ({c.numbers}) | {c.data.split(':')[0]} | "
-                     f"{c.minimal} / {c.cell.seeds} / {full} | "
+                     f"{c.minimal} / {'—' if c.power is None else c.power} / {c.cell.seeds} / {full} | "
                      f"{at_least}{_num(c.seconds_minimal and c.seconds_minimal / 3600)}"
                      f" | {at_least}{_num(c.seconds_paper and c.seconds_paper / 3600)} | "
                      f"{'≤ ' if at_least else ''}{_num(c.per_hour)} | {c.status} |")
@@ -429,11 +433,14 @@ def _execute(req: RunRequest, root: str, data_dir: str | None, command: str, pat
 
 def queue(plans: list[CellPlan], timings: dict, budget_hours: float, root: Path = HERE) -> list[RunRequest]:
     """The runs to do, in order: the minimal tests of the queued cells (best numbers per CPU-hour first), then
-    their remaining seeds up to the paper's count, while the budget lasts."""
+    their seeds up to the count at which a perfect reproduction agrees with probability 0.8 (``--verdict-power``;
+    at most the paper's count, which the targets' requests end at), then the rest up to the paper's count, while
+    the budget lasts."""
     left = budget_hours - _stored_cpu_hours(root)
     measured = stored_seconds(root)
     out = []
-    for seeds_of in (lambda c: c.minimal, lambda c: c.cell.seeds):
+    for seeds_of in (lambda c: c.minimal, lambda c: min(c.power or c.cell.seeds, c.cell.seeds),
+                     lambda c: c.cell.seeds):
         for c in plans:
             if c.status not in ("queued", "stored") or c.data.startswith("no"):
                 continue
