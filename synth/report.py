@@ -63,6 +63,20 @@ def _shade(ax, x, lo, hi, n, colour) -> None:
         bars.set_gid(f"band n={int(counts[ok].min())}")
 
 
+DODGE = 0.008  # the sideways offset between series, as a fraction of the x range: equal values stay visible
+
+
+def _dodge(x: np.ndarray, index: int, count: int, span: tuple[float, float], log: bool) -> np.ndarray:
+    """``x`` shifted sideways for series ``index`` of ``count`` (by :data:`DODGE` of the axis' range ``span``, in
+    log space on a log axis), so that series with equal values (all at success 1.0, say) are drawn side by side
+    instead of hidden under the last one drawn."""
+    k = (index - (count - 1) / 2) * DODGE
+    lo, hi = span
+    if log and lo > 0:
+        return x * 10 ** (k * np.log10(hi / lo))
+    return x + k * (hi - lo)
+
+
 # -- loading ---------------------------------------------------------------------------------------------------
 
 def _stored_spec(directory: str | Path, meta: dict[str, Any], records: list[dict]) -> ExperimentSpec:
@@ -345,6 +359,9 @@ def _curve_figure(sweep, summary, curve, path: Path, confidence: float) -> str:
         groups.setdefault(tuple(row[k] for k in others), []).append(row)
     palette = project_palette(max(len(groups), 1))
     markers = "osD^vP*X<>"
+    logx = _auto_log([r[x] for r in summary], curve.get("logx"))
+    values = [float(r[x]) for r in summary]
+    span = (min(values), max(values)) if values else (0.0, 1.0)
     fig, axes = new_figure(1, 1, width=7.0, height=4.6)
     ax = axes[0][0]
     for gi, (key, rows) in enumerate(groups.items()):
@@ -354,9 +371,10 @@ def _curve_figure(sweep, summary, curve, path: Path, confidence: float) -> str:
         if not np.isfinite(ys).any():
             continue  # e.g. the metric mean of a setting whose trials all failed: nothing to draw
         colour = palette[gi % len(palette)]
+        xs = _dodge(xs, gi, len(groups), span, logx)
         ax.plot(xs, ys, marker=markers[gi % len(markers)], color=colour, label=_group_label(key, others))
         _shade(ax, xs, lo, hi, [r["judged"] if y == "success" else r[f"{y}_n"] for r in rows], colour)
-    if _auto_log([r[x] for r in summary], curve.get("logx")):
+    if logx:
         ax.set_xscale("log")
     _value_ticks(ax.xaxis, sorted({r[x] for r in summary}))
     if y == "success":
@@ -368,6 +386,8 @@ def _curve_figure(sweep, summary, curve, path: Path, confidence: float) -> str:
     what = "success probability" if y == "success" else f"mean {y}"
     text, small = _face(sweep, curve.get("title"), what, "point")
     suptitle(fig, text, fontsize=9.5)
+    if len(groups) > 1:  # say that the sideways offsets are drawing, not data
+        small = f"{small}; series offset sideways by {DODGE:.1%} of the axis so that equal values stay visible"
     small_print(fig, small)
     save_figure_atomic(fig, path, dpi=120)
     return path.name

@@ -114,3 +114,19 @@ def test_an_empty_or_constant_panel_needs_a_note():
     assert _has(fig, "constant")
     axes[0][0].text(0.5, 0.5, "every trial failed: success 0", transform=axes[0][0].transAxes, ha="center")
     assert not _has(fig, "constant")
+
+
+def test_series_with_equal_values_are_drawn_side_by_side_not_hidden():
+    """Four success curves all at 1.0 (IFCA Fig. 3 at large R) are offset sideways, each by the same small share of
+    the axis, so every marker stays visible; the offsets are symmetric around the true x."""
+    import numpy as np
+
+    from synth.report import DODGE, _dodge
+
+    x = np.array([0.1, 0.25, 1.0])
+    shifted = [_dodge(x, i, 4, (0.1, 1.0), log=True) for i in range(4)]
+    assert all(not np.allclose(a, b) for a, b in zip(shifted[:-1], shifted[1:], strict=True))
+    ratio = shifted[3] / shifted[0]  # log axis: the same factor at every x
+    assert np.allclose(ratio, ratio[0]) and np.isclose(np.log10(ratio[0]), 3 * DODGE * 1.0)
+    lin = [_dodge(x, i, 3, (0.1, 1.0), log=False) for i in range(3)]
+    assert np.allclose(lin[1], x) and np.allclose(lin[2] - x, x - lin[0])
