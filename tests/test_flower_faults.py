@@ -37,7 +37,7 @@ TIMEOUT = 30.0
 PATIENCE = 120.0  # the other cases' timeout: their clients answer or fail at once, however loaded the machine
 CASES = {
     "ifca-fails-losses": ({"algo": "ifca"}, [{"client": 2, "kind": "fail", "round": 1, "action": "losses"}]),
-    "ifca-fails-update": ({"algo": "ifca"}, [{"client": 3, "kind": "fail", "round": 1, "action": "update"}]),
+    "ifca-fails-update": ({"algo": "ifca"}, [{"client": 3, "kind": "fail", "round": 1, "action": "train"}]),
     "ifca-late": ({"algo": "ifca"}, [{"client": 5, "kind": "drop", "round": 1, "action": "losses",
                                       "seconds": 1.5 * TIMEOUT}]),
     "ifca-all-fail": ({"algo": "ifca"}, [{"client": c, "kind": "fail", "round": 1, "action": "losses"}
@@ -46,7 +46,7 @@ CASES = {
     # exchange 1 describes, 2 trains the local models, 3 their cross losses, 4.. TrimmedMeanGD's gradients
     # (client 6 is in a ONE_SHOT cluster, so the first REFINE asks it for gradients)
     "srfca-fails-gradient": (SRFCA, [{"client": 6, "kind": "fail", "exchange": 5, "action": "gradient"}]),
-    "local-fails": ({"algo": "local", "local_train_steps": 20}, [{"client": 6, "kind": "fail", "action": "local"}]),
+    "local-fails": ({"algo": "local", "local_train_steps": 20}, [{"client": 6, "kind": "fail", "action": "train"}]),
 }
 
 
@@ -56,7 +56,7 @@ def faulty_runs():
                                      timeout=TIMEOUT if name == "ifca-late" else PATIENCE, faults=faults)
                   for name, (params, faults) in CASES.items()}
     broken = strategy_for({**BASE, "algo": "ifca"}, timeout=PATIENCE,
-                          faults=[{"client": 0, "kind": "fail", "action": "describe"}])
+                          faults=[{"client": 0, "kind": "fail", "action": "partition"}])
     t0 = time.perf_counter()
     flwr_log = _Records()
     logging.getLogger("flwr").addHandler(flwr_log)
@@ -115,7 +115,7 @@ def test_ifca_client_lost_after_its_choice_keeps_its_choice(faulty_runs, monkeyp
     runs = faulty_runs[0]
     s = runs["ifca-fails-update"]
     want = _nets_labels({**BASE, "algo": "ifca"}, monkeypatch)
-    assert _lost(s) == [("train.update", 3)]
+    assert _lost(s) == [("train", 3)]
     assert np.array_equal(s.round_labels[1], want[1])  # everyone chose in round 1
     assert np.isfinite(s.record["test_loss"])
 
@@ -167,7 +167,7 @@ def _nets_fit_on(params: dict, clients: np.ndarray):
 def test_srfca_restarts_on_the_clients_that_remain(faulty_runs):
     runs = faulty_runs[0]
     s = runs["srfca-fails-gradient"]
-    assert _lost(s) == [("train.gradient", 6)]
+    assert _lost(s) == [("query.gradient", 6)]
     assert s.record["flower"]["restarts"] == 1 and s.record["flower"]["removed_clients"] == [6]
     # the restart resumed: the 7 remaining clients' ONE_SHOT local models were not trained again
     assert s.record["flower"]["reused"] == 7
@@ -183,7 +183,7 @@ def test_srfca_restarts_on_the_clients_that_remain(faulty_runs):
 def test_local_client_lost_is_removed(faulty_runs):
     runs = faulty_runs[0]
     s = runs["local-fails"]
-    assert _lost(s) == [("train.local", 6)] and s.record["flower"]["removed_clients"] == [6]
+    assert _lost(s) == [("train", 6)] and s.record["flower"]["removed_clients"] == [6]
     assert s.record["unassigned"] == 1 and s.record["test_accuracy"] is not None
     # resumed, not restarted: the other 7 local models are the ones first trained, asked once
     assert s.record["flower"]["reused"] == 7 and s.record["flower"]["exchanges"] == 3  # describe, local, test
@@ -191,7 +191,7 @@ def test_local_client_lost_is_removed(faulty_runs):
 
 def test_partition_that_cannot_be_built_is_one_error(faulty_runs):
     error = faulty_runs[1]
-    assert "client 0 fails describe" in error and "\n" not in error
+    assert "client 0 fails partition" in error and "\n" not in error
 
 
 def test_failing_client_is_one_line_without_traceback(faulty_runs):
@@ -203,7 +203,7 @@ def test_failing_client_is_one_line_without_traceback(faulty_runs):
         match = re.fullmatch(r"Flower client (\d+) failed in (\S+): client (\d+) fails .*", text)
         assert match and match.group(1) == match.group(3) and "\n" not in text, text
         found.add((int(match.group(1)), match.group(2)))
-    expected = ({(2, "query.losses"), (3, "train.update"), (1, "query.losses"), (6, "train.gradient"),
-                 (6, "train.local")} | {(c, "query.losses") for c in range(8)})
+    expected = ({(2, "query.losses"), (3, "train"), (1, "query.losses"), (6, "query.gradient"), (6, "train")}
+                | {(c, "query.losses") for c in range(8)})
     assert found == expected
     assert flwr_records == [], [r.getMessage()[:200] for r in flwr_records[:3]]

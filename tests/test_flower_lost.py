@@ -30,12 +30,12 @@ STEP = np.array([[1.0, 2.0, 3.0], [10.0, 20.0, 30.0], [-4.0, 0.0, 4.0], [0.5, 0.
 
 
 def backend(lost: set[int]) -> FederatedBackend:
-    """Four clients of a linear model; ``train.update`` answers ``model + STEP[client]``, except the ``lost``."""
+    """Four clients of a linear model; ``train`` answers ``model + STEP[client]``, except the ``lost``."""
     model = FunctionalModel(lambda: nn.Linear(P, 1, bias=False), "sq", dtype=torch.float64)
     stacks = TorchBackend(model, torch.zeros((1, 1, P), dtype=torch.float64))
 
     def exchange(action, clients, config, *, common=None, rows=None, each=None) -> Answers:
-        assert action == "train.update"
+        assert action == "train"
         out = np.full((len(clients), 1, P), np.nan)
         answered = np.array([int(c) not in lost for c in clients])
         for a, c in enumerate(clients):

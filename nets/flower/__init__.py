@@ -13,8 +13,9 @@ For ``nets flower`` (cflab's data sets and networks, records identical to ``nets
 * :mod:`nets.flower.strategies` -- Flower strategies (``flwr.serverapp.strategy.Strategy``) for IFCA, SR-FCA,
   CLoVE, FedAvg (``global``) and Local; each runs the algorithm of :mod:`synth.algorithms` unchanged on a
   :class:`~nets.flower.backend.FederatedBackend`, whose operations on client data are Flower message exchanges.
-* :mod:`nets.flower.client` -- the ``ClientApp``: one cflab client (its partition of :mod:`nets.partition`,
-  cflab's torch network) per SuperNode.
+* :mod:`nets.flower.client` -- the ``ClientApp``: :func:`~nets.flower.torch_client.torch_client_app` over one
+  cflab client (its partition of :mod:`nets.partition`, cflab's torch network) per SuperNode, answering the same
+  client contract as a user's app.
 * :mod:`nets.flower.server` -- the ``ServerApp`` of ``flwr run`` and :func:`simulate`, which runs strategies
   under ``flwr.simulation.run_simulation`` (``python -m nets flower``).
 

@@ -1,11 +1,15 @@
 """The server's model backend: the algorithms of :mod:`synth.algorithms` run unchanged, their clients are SuperNodes.
 
 :class:`FederatedBackend` implements :class:`synth.algorithms.backend.ModelBackend`.  The operations that need a
-client's data (losses, local steps, gradients, local models) are Flower message exchanges with the clients that
-the algorithm names (one message per client, answered by :mod:`nets.flower.client`); the operations on model
-stacks (averaging, trimmed means, steps, distances, initialisation) run on the server, on a
-:class:`nets.backend.TorchBackend` that holds no data.  So each algorithm exists once: IFCA, SR-FCA and CLoVE
-decide exactly as in ``nets run``, and only where the numbers come from differs.
+client's data are exchanges of the client contract's messages (``docs/flower-contract.md``) with the clients that
+the algorithm names, one message per client: losses (``query.losses``), local steps and local models (``train``),
+gradients (``query.gradient``); the operations on model stacks (averaging, trimmed means, steps, distances,
+initialisation) run on the server, on a :class:`nets.backend.TorchBackend` that holds no data.  So each algorithm
+exists once: IFCA, SR-FCA and CLoVE decide exactly as in ``nets run``, and only where the numbers come from
+differs.  What ``nets run``'s local training does beyond the contract's plain steps is decided here and sent in
+the config: the step size after ``lr_decay`` (``lr``) and, with minibatches, each client's sample order
+(``order``: its row of the draw :meth:`nets.backend.TorchBackend._draw_batches` makes for the clients of the same
+call), so both paths take the same steps.
 
 Lost clients.  A client that fails (its ClientApp raises) or does not answer within the exchange's timeout is
 *lost* for that call; :attr:`FederatedBackend.lost` names the lost clients of the last call.  With
@@ -81,14 +85,18 @@ class FederatedBackend:
     members : the federation's clients this backend's clients are (default: all, in order); a run restarted
         without lost clients uses a subset.
     batch_size : the run's minibatch size (``None`` = full batch): local-training calls are counted as the torch
-        backend counts them, so that each client draws its minibatches from the same generator state.
+        backend counts them, and each client is sent its row of the draw ``nets run`` makes for the call.
+    seed : the torch backend's seed (``nets run``'s batch stream): the minibatch draws and the local models' start.
+    n_max : the federation's padded samples per client (the width of ``nets run``'s draw); default the most.
+    lr_decay : the step size's factor per round (``lr * lr_decay**round``, as the torch backend's local steps).
     on_loss : ``"subsets"`` or ``"raise"`` (module docstring).
     """
 
     default_init = "default"
 
     def __init__(self, exchange: Exchange, stacks: TorchBackend, n_samples, *, members=None,
-                 batch_size: int | None = None, on_loss: str = "subsets"):
+                 batch_size: int | None = None, seed: int = 0, n_max: int | None = None, lr_decay: float = 1.0,
+                 on_loss: str = "subsets"):
         self._exchange = exchange
         self._stacks = stacks
         full = np.asarray(n_samples, dtype=np.int64)
@@ -96,6 +104,8 @@ class FederatedBackend:
         self.n_samples = full[self.members]
         self.n_clients, self.n_params = len(self.members), stacks.n_params
         self.batch_size = batch_size
+        self.seed, self.lr_decay = int(seed), float(lr_decay)
+        self.n_max = int(full.max(initial=1)) if n_max is None else int(n_max)
         self.on_loss = check_choice("on_loss", on_loss, ON_LOSS)
         self.lost: set[int] = set()
         self._round, self._calls = 0, 0
@@ -123,12 +133,27 @@ class FederatedBackend:
             raise ClientsLost(sorted(int(c) for c in self.members[sorted(self.lost)]), action)
         return ans
 
-    def _call(self, steps: int) -> int:
-        """The index of this local-training call within the round, as :meth:`TorchBackend._generator` counts."""
-        call = self._calls
-        if self.batch_size is not None and steps > 0:
-            self._calls += 1
-        return call
+    def _training(self, idx: np.ndarray, steps: int, lr: np.ndarray) -> list[dict]:
+        """Each client's settings of a local-training call: its step size after ``lr_decay`` and, with minibatches,
+        its sample order.
+
+        ``nets run`` draws one ``(c, n_max)`` matrix of sort keys per call for the ``c`` clients of the call, from
+        a generator seeded by (seed, round, call index) (:meth:`nets.backend.TorchBackend._draw_batches`); client
+        ``a``'s order is its row's argsort, padding last, of which its ``n_i`` samples.
+        """
+        each = [{"lr": float(v * self.lr_decay ** self._round)} for v in lr]
+        if self.batch_size is None or steps == 0:
+            return each
+        ss = np.random.SeedSequence([self.seed, self._round, self._calls])
+        self._calls += 1
+        gen = torch.Generator(device="cpu")
+        gen.manual_seed(int(ss.generate_state(1, np.uint64)[0] % (2**63)))
+        keys = torch.rand((len(idx), self.n_max), generator=gen)
+        for a, i in enumerate(idx):
+            n = int(self.n_samples[i])
+            row = keys[a].masked_fill(torch.arange(self.n_max) >= n, 2.0)  # padding sorts last
+            each[a].update({"order": row.argsort()[:n].tolist(), "batch-size": int(self.batch_size)})
+        return each
 
     def _tensor(self, rows: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(rows, dtype=self._stacks.dtype, device=self._stacks.device)
@@ -149,7 +174,7 @@ class FederatedBackend:
         M, labels = self._rows(models), np.asarray(labels, dtype=np.int64)
         if not len(idx):
             return self._tensor(np.zeros((0, self.n_params)))
-        ans = self._ask("train.gradient", idx, {}, rows=[M[j:j + 1] for j in labels])
+        ans = self._ask("query.gradient", idx, {}, rows=[M[j:j + 1] for j in labels])
         return self._tensor(np.nan_to_num(ans.stack(1, self.n_params, M.dtype)[:, 0], nan=0.0))
 
     def weighted_gradients(self, models, weights, clients=None) -> torch.Tensor:
@@ -164,7 +189,7 @@ class FederatedBackend:
         if not len(ask):
             return G
         cols = [np.flatnonzero(W[a]) for a in ask]
-        ans = self._ask("train.gradient", idx[ask], {}, rows=[M[c] for c in cols])
+        ans = self._ask("query.gradient", idx[ask], {}, rows=[M[c] for c in cols])
         ok = np.flatnonzero(ans.answered)
         pos = np.concatenate([np.full(len(cols[a]), a) for a in ok]) if len(ok) else np.zeros(0, np.int64)
         js = np.concatenate([cols[a] for a in ok]) if len(ok) else np.zeros(0, np.int64)
@@ -190,12 +215,10 @@ class FederatedBackend:
         if len(labels) != len(idx):
             raise ValueError(f"labels must hold one model index per selected client ({len(idx)}), got {len(labels)}")
         lr = np.broadcast_to(np.asarray(lr, dtype=np.float64), (len(M),))
-        call = self._call(steps)
+        each = self._training(idx, steps, lr[labels])  # a call without clients counts too, as in nets run
         if not len(idx):
             return self._tensor(np.zeros((0, self.n_params)))
-        ans = self._ask("train.update", idx, {"steps": steps, "call": call, "cohort": len(idx)},
-                        rows=[M[j:j + 1] for j in labels],
-                        each=[{"lr": float(lr[j]), "position": a} for a, j in enumerate(labels)])
+        ans = self._ask("train", idx, {"local-steps": steps}, rows=[M[j:j + 1] for j in labels], each=each)
         out = ans.stack(1, self.n_params, M.dtype)[:, 0]
         out[~ans.answered] = M[labels[~ans.answered]]
         result = self._tensor(out)
@@ -230,17 +253,14 @@ class FederatedBackend:
             raise ValueError("method='erm' (exact local ERM) is not defined for neural networks; use method='gd'")
         lr = check_real("lr", lr, low=0.0, low_inclusive=False)
         steps = check_int("steps", steps, low=0)
-        rows = None
-        if init is not None:
-            start = self._rows(init)
-            start = np.broadcast_to(start, (self.n_clients, self.n_params)) if len(start) == 1 else start
-            if start.shape != (self.n_clients, self.n_params):
-                raise ValueError(f"init must have shape ({self.n_clients}, {self.n_params}), got {start.shape}")
-            rows = [start[a:a + 1] for a in range(self.n_clients)]
+        # the shared start is the torch backend's: its network initialised under the run's seed
+        start = self._rows(self._stacks.model.init(self.seed)[None] if init is None else init)
+        start = np.broadcast_to(start, (self.n_clients, self.n_params)) if len(start) == 1 else start
+        if start.shape != (self.n_clients, self.n_params):
+            raise ValueError(f"init must have shape ({self.n_clients}, {self.n_params}), got {start.shape}")
         idx = np.arange(self.n_clients)
-        ans = self._ask("train.local", idx, {"steps": steps, "lr": lr, "call": self._call(steps),
-                                             "cohort": self.n_clients},
-                        rows=rows, each=[{"position": a} for a in idx])
+        ans = self._ask("train", idx, {"local-steps": steps}, rows=[start[a:a + 1] for a in idx],
+                        each=self._training(idx, steps, np.full(self.n_clients, lr)))
         return self._tensor(ans.stack(1, self.n_params, self._np_dtype)[:, 0])
 
     # ------------------------------------------------------------- data regimes

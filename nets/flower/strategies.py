@@ -2,7 +2,9 @@
 
 A strategy runs its algorithm's estimator from :mod:`synth.algorithms` -- the same object, hyper-parameters and
 random streams as ``nets run`` -- on a :class:`~nets.flower.backend.FederatedBackend`, whose every operation on
-client data is one exchange of Flower messages built by :meth:`FlowerStrategy.configure_train` (or
+client data is one exchange of the client contract's messages (``docs/flower-contract.md``: ``query.losses``,
+``train``, ``query.gradient``, ``evaluate``, answered by :func:`~nets.flower.torch_client.torch_client_app`, which
+:mod:`nets.flower.client` builds over cflab's data and networks) built by :meth:`FlowerStrategy.configure_train` (or
 ``configure_evaluate``) and gathered by :meth:`FlowerStrategy.aggregate_train` (``aggregate_evaluate``).  The
 algorithm decides everything on the server exactly as it does in-process, so a Flower run and ``nets run`` with
 the same settings take the same decisions (``tests/test_flower.py`` checks it).  The messages per round:
@@ -23,8 +25,10 @@ seeded generator (IFCA's ``M_t``, CLoVE's ``M^(t)``) exactly as in ``nets run``,
 partition once, and the answers are put in client order whatever order they arrive in, so a run is deterministic
 for any number of simulation actors.
 
-After the fit, one ``evaluate.scores`` exchange scores the models on the clients' test data by the paper's rule
-(IFCA's min-loss rule, SR-FCA's and CLoVE's cluster rule, Local's own model).
+After the fit, one ``evaluate`` exchange scores the models on the clients' test data by the paper's rule (IFCA's
+min-loss rule: every model sent with ``choose="lowest-loss"``; SR-FCA's and CLoVE's cluster rule: the client's
+cluster's model; Local's own model).  Before the first round, a ``query.losses`` of no model maps each SuperNode to
+its partition (its reply's ``partition-id``) and checks its training samples against the federation's.
 
 Before the run (:meth:`FlowerStrategy.preflight`, called before Ray starts) the experiment is checked as ``nets
 run`` checks it, with the same functions and messages: the data's size, the federation (e.g. too few clients for
@@ -40,7 +44,7 @@ no client is assigned has no ARI (``None``), not the 1.0 that unassigned singlet
 clusters.  SR-FCA's ONE_SHOT graph, RECLUSTER and MERGE are defined over a fixed set of clients, so a client lost
 anywhere in SR-FCA (or Local) is removed and the algorithm restarts on the clients that remain (same seed, so the
 run is SR-FCA on that federation); the removed clients are reported unassigned (label -1).  The restart resumes
-rather than recomputes: the local models of ONE_SHOT and Local (``train.local``, SR-FCA's and Local's costliest
+rather than recomputes: the local models of ONE_SHOT and Local (``train``, SR-FCA's and Local's costliest
 exchange: ``local_train_steps`` steps per client) are kept per client and request, and a restart that asks the same
 client for the same local model takes the kept one (``flower.reused`` counts them), so only the REFINE steps the
 changed federation changes are computed again.  With minibatches the draws depend on the clients of the call, so
@@ -61,7 +65,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 from flwr.supercore import log
@@ -75,8 +79,10 @@ from ..device import resolve_device
 from ..evaluate import clustering_scores, mean_scores, train_identity_scores
 from ..functional import FunctionalModel
 from ..models import MODELS, model_factory
+from .arrays import Layout, split_clusters
 from .backend import Answers, ClientsLost, FederatedBackend
-from .protocol import ARRAYS, CONFIG, EXPERIMENT, METRICS, RESULT, pack, unpack
+from .client import EXPERIMENT
+from .clustered import ARRAYS, CHOOSE_LOWEST, CONFIG, METRICS, NUM_EXAMPLES
 from .session import PULL_SECONDS, PULL_SECONDS_MAX, pull_replies
 
 __all__ = ["STRATEGIES", "CLoVEStrategy", "ClientFailed", "FlowerStrategy", "GlobalStrategy", "IFCAStrategy",
@@ -197,7 +203,7 @@ class FlowerStrategy(Strategy):
         self._stop = threading.Event()
         self.running = False  # in start(): the ServerApp thread runs this strategy
         self.pull_seconds = (PULL_SECONDS, PULL_SECONDS_MAX)  # the poll's shortest and longest pause
-        # the answers of train.local kept across restarts: (request key) -> (rows, metrics) of one client
+        # the local models (train) kept across restarts: (request key) -> (rows, metrics) of one client
         self._kept: dict[tuple, tuple[np.ndarray | None, dict[str, np.ndarray]]] = {}
 
     # ---------------------------------------------------------------- before Ray, and stopping
@@ -254,13 +260,23 @@ class FlowerStrategy(Strategy):
         messages = []
         for a, client in enumerate(p.clients):  # one message per client: the framework's unit of work
             cfg = ConfigRecord({**config, **({k: _plain(v) for k, v in p.each[a].items()} if p.each else {})})
-            content = RecordDict({EXPERIMENT: self._experiment, CONFIG: cfg})
-            if p.rows is not None and p.rows[a] is not None:
-                content[ARRAYS] = pack(p.rows[a])
-            elif len(arrays):
-                content[ARRAYS] = arrays
+            own = p.rows is not None and p.rows[a] is not None
+            content = RecordDict({EXPERIMENT: self._experiment, CONFIG: cfg,
+                                  ARRAYS: self._record(p.rows[a]) if own else arrays})
             messages.append(Message(content, dst_node_id=int(self._nodes[client]), message_type=p.action))
         return messages
+
+    def _record(self, rows: np.ndarray, stacked: bool = False) -> ArrayRecord:
+        """Model rows as the contract's records: one model's ``state_dict`` record, several (or ``stacked``)
+        stacked by cluster (``cluster{j}/...``)."""
+        rows = np.asarray(rows)
+        if len(rows) == 1 and not stacked:
+            return self._layout.unflatten(rows[0])
+        return self._layout.record(rows)
+
+    def _vectors(self, record: ArrayRecord) -> np.ndarray:
+        """A reply's model or gradient record as ``(r, P)`` rows in the run's precision."""
+        return self._layout.stack(split_clusters(record)).astype(self._np_dtype)
 
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                            grid: Grid) -> list[Message]:
@@ -286,10 +302,10 @@ class FlowerStrategy(Strategy):
                 self._lose(server_round, p.action, int(p.clients[a]), _reason(msg.error.reason), failed=True)
                 continue
             metrics = dict(msg.content[METRICS])
-            if int(metrics.get("partition", -1)) != int(p.clients[a]):
+            if int(metrics.get("partition-id", -1)) != int(p.clients[a]):
                 self._lose(server_round, p.action, int(p.clients[a]), "answered for another partition")
                 continue
-            got[a] = (metrics, unpack(msg.content[RESULT]) if RESULT in msg.content else None)
+            got[a] = (metrics, self._vectors(msg.content[ARRAYS]) if ARRAYS in msg.content else None)
         answered = np.array([g is not None for g in got], dtype=bool)
         for a in np.flatnonzero(~answered):
             if not any(e[0] == server_round and e[2] == int(p.clients[a]) for e in self._log.lost):
@@ -297,12 +313,13 @@ class FlowerStrategy(Strategy):
         ok = [g for g in got if g is not None]
         out = MetricRecord({"answered": [int(v) for v in answered]})
         for key in (ok[0][0] if ok else {}):
-            if key == "partition":
+            if key == "partition-id":
                 continue
             width = len(np.atleast_1d(ok[0][0][key]))
             table = np.full((c, width), np.nan)
             for a in np.flatnonzero(answered):
-                table[a] = np.atleast_1d(got[a][0][key])
+                if key in got[a][0]:  # e.g. no eval-acc for a reconstruction
+                    table[a] = np.atleast_1d(got[a][0][key])
             out[key] = [float(v) for v in table.ravel()]
         arrays = None
         if ok and ok[0][1] is not None:
@@ -311,7 +328,7 @@ class FlowerStrategy(Strategy):
             stack = np.full((c, r, *first.shape[1:]), np.nan, dtype=first.dtype)
             for a in np.flatnonzero(answered):
                 stack[a, :len(got[a][1])] = got[a][1]
-            arrays = pack(stack)
+            arrays = ArrayRecord({"rows": Array(stack)})  # (clients, rows, P), NaN where none arrived
         return arrays, out
 
     def aggregate_evaluate(self, server_round: int, replies) -> MetricRecord | None:
@@ -345,7 +362,7 @@ class FlowerStrategy(Strategy):
         finally:
             self.running = False
         result = Result()
-        result.arrays = ArrayRecord({"models": pack(models)["rows"]})
+        result.arrays = ArrayRecord({"models": Array(np.ascontiguousarray(models))})
         for row in self._monitor.rows:  # the selected run's clustering, round by round (Flower counts from 1)
             if row["run"] == self._best_run:
                 out = {"clusters": sum(1 for c in row["cluster-sizes"] if c > 0),
@@ -367,7 +384,8 @@ class FlowerStrategy(Strategy):
         A restarting algorithm's local models asked before are taken from the earlier answers (module docstring).
         """
         clients = np.asarray(clients, dtype=np.int64)
-        if action != "train.local" or self.on_loss != "raise":
+        # SR-FCA's and Local's train messages are their local models (neither trains from a cluster model)
+        if action != "train" or self.on_loss != "raise":
             return self._exchange(action, clients, config, common=common, rows=rows, each=each)
         keys = [self._request_key(action, int(c), config, common, None if rows is None else rows[a],
                                   None if each is None else each[a]) for a, c in enumerate(clients)]
@@ -406,8 +424,8 @@ class FlowerStrategy(Strategy):
         minibatch positions only where there are minibatches)."""
         import hashlib
 
-        ignore = {"exchange"} if self.p["batch_size"] is not None else {"exchange", "call", "cohort", "position"}
-        settings = {k: _plain(v) for k, v in {**config, **(each or {})}.items() if k not in ignore}
+        # with minibatches the client's sample order (its row of the call's draw) is among the settings
+        settings = {k: _plain(v) for k, v in {**config, **(each or {})}.items() if k != "server-round"}
         digest = hashlib.sha1()
         for part in (common, rows):
             if part is not None:
@@ -421,9 +439,9 @@ class FlowerStrategy(Strategy):
         server_round = self._log.exchanges
         clients = np.asarray(clients, dtype=np.int64)
         self._pending = _Pending(action, clients, rows, each)
-        cfg = ConfigRecord({k: _plain(v) for k, v in {**config, "exchange": server_round}.items()})
-        arrays = pack(common) if common is not None else ArrayRecord()
-        evaluate = action.startswith("evaluate.")
+        cfg = ConfigRecord({k: _plain(v) for k, v in {**config, "server-round": server_round}.items()})
+        arrays = self._record(common, stacked=True) if common is not None and len(common) else ArrayRecord()
+        evaluate = action == "evaluate"
         configure = self.configure_evaluate if evaluate else self.configure_train
         messages = configure(server_round, arrays, cfg, self._grid)
         t0 = time.perf_counter()
@@ -442,7 +460,7 @@ class FlowerStrategy(Strategy):
             "test" if evaluate else f"round {key}", int(answered.sum()), len(clients), self._log.waits[-1])
         table = {k: np.asarray(v, dtype=np.float64).reshape(len(clients), -1) for k, v in metrics.items()
                  if k != "answered"}
-        return Answers(answered, None if arrays_out is None else unpack(arrays_out), table)
+        return Answers(answered, None if arrays_out is None else arrays_out["rows"].numpy(), table)
 
     def _lose(self, server_round: int, action: str, client: int, why: str, failed: bool = False) -> None:
         self._log.lost.append([server_round, action, client, why])
@@ -470,12 +488,13 @@ class FlowerStrategy(Strategy):
             raise ValueError(f"the federation has {len(nodes)} SuperNodes but the run has {m} clients: run one "
                              f"SuperNode per client (--clients {len(nodes)}, or num-supernodes={m})")
         self._nodes = np.asarray(nodes, dtype=np.uint64)  # until the partitions are known: node order
+        facts = self._facts()
         keep, self.timeout = self.timeout, self.start_timeout
-        try:
-            self._pending = _Pending("query.describe", np.arange(m))
+        try:  # the losses of no model: each reply names its partition and training samples (docs/flower-contract.md)
+            self._pending = _Pending("query.losses", np.arange(m))
             self._log.exchanges += 1
             messages = self.configure_train(self._log.exchanges, ArrayRecord(), ConfigRecord(
-                {"exchange": self._log.exchanges}), self._grid)
+                {"server-round": self._log.exchanges}), self._grid)
             replies = self._send_and_receive(messages, self.start_timeout)
         finally:
             self.timeout = keep
@@ -485,19 +504,31 @@ class FlowerStrategy(Strategy):
         if len(replies) < m:
             raise TimeoutError(f"{m - len(replies)} of {m} SuperNodes did not describe their partition within "
                                f"{self.start_timeout:g} s")
-        by_partition = {}
-        for r in replies:
-            metrics = dict(r.content[METRICS])
-            by_partition[int(metrics["partition"])] = (int(r.metadata.src_node_id), metrics,
-                                                       json.loads(r.content[CONFIG]["json"]))
+        by_partition = {int(r.content[METRICS]["partition-id"]): r for r in replies}
         if sorted(by_partition) != list(range(m)):
             raise ValueError(f"the SuperNodes hold partitions {sorted(by_partition)}; the run needs 0..{m - 1}, one "
                              f"each")
-        self._nodes = np.array([by_partition[i][0] for i in range(m)], dtype=np.uint64)
-        metric = lambda key: np.array([by_partition[i][1][key] for i in range(m)], dtype=np.int64)  # noqa: E731
-        clusters = metric("cluster")
-        return {**by_partition[0][2], "n_train": metric("n-train"), "n_test": metric("n-test"),
-                "truth": None if (clusters < 0).all() else clusters}
+        self._nodes = np.array([by_partition[i].metadata.src_node_id for i in range(m)], dtype=np.uint64)
+        held = np.array([by_partition[i].content[METRICS][NUM_EXAMPLES] for i in range(m)], dtype=np.int64)
+        if not np.array_equal(held, facts["n_train"]):
+            raise ValueError(f"the SuperNodes hold {held.tolist()} training samples where the experiment's "
+                             f"partitions have {facts['n_train'].tolist()}")
+        return facts
+
+    def _facts(self) -> dict:
+        """The federation's facts, from the seed as ``nets run`` builds it (the data is dropped): the network, the
+        shapes, each partition's sample counts and true cluster."""
+        from ..experiment import _federation_that_fits
+
+        p = self.p
+        data_ss, _, batch_ss = np.random.SeedSequence(p["seed"]).spawn(3)
+        fed, note = _federation_that_fits(p, data_ss, explicit_n=self.params.get("n_per_client") is not None)
+        return {"model": default_model(p["dataset"], p["task"]) if p["model"] == "auto" else p["model"],
+                "input_shape": list(fed.input_shape), "n_classes": int(fed.n_classes), "vocab_size": fed.vocab_size,
+                "input_float": bool(np.issubdtype(fed.X.dtype, np.floating)), "n_per_client": int(fed.X.shape[1]),
+                "notes": list(fed.notes) + list(note), "device": str(resolve_device(p["device"])),
+                "n_train": np.asarray(fed.n_samples, dtype=np.int64), "truth": None if fed.clusters is None
+                else np.asarray(fed.clusters, dtype=np.int64), "seed": int(batch_ss.generate_state(1)[0])}
 
     # ---------------------------------------------------------------- the run (as nets.experiment.run_experiment)
     def _run(self, facts: dict) -> tuple[np.ndarray, dict]:
@@ -511,6 +542,8 @@ class FlowerStrategy(Strategy):
                                               facts["vocab_size"]), MODELS[name].loss, device=device, dtype=dtype)
         placeholder = torch.zeros((1, 1, *facts["input_shape"]), dtype=dtype if facts["input_float"] else torch.long)
         stacks = TorchBackend(model, placeholder)  # operations on model stacks only: it holds no client data
+        self._layout = Layout(ArrayRecord(model.module.state_dict()))  # flat rows <-> the contract's records
+        self._np_dtype = np.float64 if dtype == torch.float64 else np.float32
         truth = facts["truth"]
         m = int(self.p["clients"])
         k = check_sizes(p, int(facts["n_per_client"]), m, truth)
@@ -525,7 +558,8 @@ class FlowerStrategy(Strategy):
         while True:
             rng = np.random.default_rng(algo_ss)  # a restart on fewer clients starts from the same seed
             train = FederatedBackend(self.exchange, stacks, facts["n_train"], members=members,
-                                     batch_size=p["batch_size"], on_loss=self.on_loss)
+                                     batch_size=p["batch_size"], seed=facts["seed"], n_max=facts["n_per_client"],
+                                     lr_decay=p["lr_decay"], on_loss=self.on_loss)
             if p["local_init"] == "separate":
                 _separate_local_starts(train, np.random.default_rng(np.random.SeedSequence(p["seed"],
                                                                                            spawn_key=(3,))))
@@ -596,20 +630,24 @@ class FlowerStrategy(Strategy):
         m = len(self._nodes)
         M = M.astype(np.float64 if self.p["dtype"] == "float64" else np.float32, copy=False)
         lab = np.full(m, -1, dtype=np.int64) if labels is None else np.asarray(labels, dtype=np.int64)
+        if rule != "cluster":
+            lab[:] = -1
+        # a client without a label (the min-loss rule, or no cluster) scores the model of lowest test loss
         rows = [M if j < 0 else M[j:j + 1] for j in lab]
-        each = [{"rule": rule, "label": 0 if j >= 0 else -1} for j in lab]
-        ans = self.exchange("evaluate.scores", np.arange(m), {}, rows=rows, each=each)
+        each = [{"choose": CHOOSE_LOWEST} if j < 0 else {} for j in lab]
+        ans = self.exchange("evaluate", np.arange(m), {}, rows=rows, each=each)
         ok = ans.answered
         if not ok.any():
             return {"test_accuracy": None, "test_loss": None, "unassigned": m, "choice": None}
         t = {k: v[ok, 0] for k, v in ans.metrics.items()}
-        return mean_scores(t["loss"], t["accuracy"], t["n-test"], t["missing"].astype(bool), rule,
-                           t["choice"].astype(np.int64))
+        choice = np.where(lab[ok] >= 0, lab[ok], np.nan_to_num(t.get("cluster", np.zeros(ok.sum())), nan=-1))
+        accuracy = t.get("eval-acc", np.full(ok.sum(), np.nan))
+        return mean_scores(t["eval-loss"], accuracy, t[NUM_EXAMPLES], lab[ok] < 0, rule, choice.astype(np.int64))
 
 
 class _Monitor:
     """The estimator's monitor in a Flower run: per-round clustering metrics (``nets run``'s history rows) and
-    the labels of every call; the test scores of ``eval_every`` come from an ``evaluate.scores`` exchange."""
+    the labels of every call; the test scores of ``eval_every`` come from an ``evaluate`` exchange."""
 
     def __init__(self, strategy: FlowerStrategy, truth, rule: str, n_runs: int, members: np.ndarray, m: int):
         p = strategy.p

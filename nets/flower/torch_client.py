@@ -16,7 +16,12 @@ answers the messages of :mod:`nets.flower.clustered`:
   differentiated, and the reply adds ``losses`` (every model's) and ``cluster`` (its index); with
   ``config["runs"] = R`` (IFCA's restarts) the models are R runs of k, one model is chosen and trained per run,
   and the reply holds the R results stacked (``cluster{r}/...``) and ``cluster`` as R indices;
-* ``evaluate``: test loss and accuracy of the model sent.
+* ``evaluate``: test loss and accuracy (classification) of the model sent; with ``choose="lowest-loss"`` and several
+  models sent, those of the model of lowest test loss (IFCA's min-loss evaluation rule), ``cluster`` its index;
+* ``query.gradient`` without ``choose`` and with several models sent: the gradient at each, stacked;
+* ``train`` with ``config["order"]`` (a sample order, the server's draw) and ``config["batch-size"]`` B: local step
+  ``s`` trains on the samples ``order[(s * B + j) % len(order)]``, ``j < B``, of the train loader's dataset (the
+  minibatches ``nets run`` takes), not on the loader's own batches.
 
 Every reply's ``MetricRecord`` holds ``num-examples`` (the client's training samples; test samples for
 ``evaluate``) and, where the node config has one, ``partition-id``.  Each node's loaders are built once per
@@ -106,18 +111,20 @@ def _build(token: str, model_fn, data_fn, options: dict) -> ClientApp:
             content[ARRAYS] = arrays
         return Message(content, reply_to=message)
 
-    def mean_loss(model: nn.Module, data: _Data) -> tuple[float, float]:
-        """Mean loss and accuracy over a loader (sample-weighted over its batches)."""
+    def mean_loss(model: nn.Module, data: _Data) -> tuple[float, float | None]:
+        """Mean loss and accuracy over a loader (sample-weighted over its batches); accuracy is None unless the
+        outputs are class scores for integer labels (a reconstruction or regression has none)."""
         model.eval()
-        total, correct, n = 0.0, 0.0, 0
+        total, correct, n, classes = 0.0, 0.0, 0, True
         with torch.no_grad():
             for x, y in data.passes():
                 out = model(x)
                 total += float(loss_fn(out, y)) * len(y)
-                if out.ndim == 2 and y.ndim == 1:
+                classes = classes and out.ndim == 2 and y.ndim == 1 and not torch.is_floating_point(y)
+                if classes:
                     correct += float((out.argmax(1) == y).sum())
                 n += len(y)
-        return total / max(n, 1), correct / max(n, 1)
+        return total / max(n, 1), correct / max(n, 1) if classes else None
 
     @app.query("losses")
     def losses(message: Message, context: Context) -> Message:
@@ -156,7 +163,8 @@ def _build(token: str, model_fn, data_fn, options: dict) -> ClientApp:
         for record in records:  # one model, or one per IFCA restart
             load(model, record).train()
             optimizer = optimizer_fn(model.parameters(), step_size)
-            batches = train.steps()
+            batches = train.steps() if "order" not in config else train.ordered(config["order"],
+                                                                                 int(config["batch-size"]))
             for _ in range(steps):  # one minibatch per local step
                 x, y = next(batches)
                 optimizer.zero_grad()
@@ -175,8 +183,10 @@ def _build(token: str, model_fn, data_fn, options: dict) -> ClientApp:
         """The gradient of the mean training loss at the model sent (at each chosen model: one per run), under the
         model's state_dict keys."""
         model, train, _, facts = setup(context)
-        records, choice = chosen(message, model, train,
-                                 message.content[CONFIG] if CONFIG in message.content else {})
+        config = message.content[CONFIG] if CONFIG in message.content else {}
+        records, choice = chosen(message, model, train, config)
+        if not choice:  # several models sent without choose: the gradient at each (stacked)
+            records = split_clusters(records[0])
         n, total, out = facts["n-train"], 0.0, []
         for record in records:
             load(model, record).train()
@@ -197,11 +207,21 @@ def _build(token: str, model_fn, data_fn, options: dict) -> ClientApp:
 
     @app.evaluate()
     def evaluate(message: Message, context: Context) -> Message:
-        """Test loss and accuracy of the model sent."""
+        """Test loss and accuracy of the model sent; with ``choose="lowest-loss"``, of the model of lowest test loss
+        among those sent (the first of equal ones, NaN as +inf), ``cluster`` its index."""
         model, _, test, facts = setup(context)
-        loss, accuracy = mean_loss(load(model, message.content[ARRAYS]), test)
-        return reply(message, {"eval-loss": loss, "eval-acc": accuracy, NUM_EXAMPLES: facts["n-test"],
-                               **_ident(facts)})
+        config = message.content[CONFIG] if CONFIG in message.content else {}
+        records = (split_clusters(message.content[ARRAYS]) if config.get("choose") == CHOOSE_LOWEST
+                   else [message.content[ARRAYS]])
+        scores = [mean_loss(load(model, record), test) for record in records]
+        pick = int(torch.tensor([s[0] for s in scores], dtype=torch.float64).nan_to_num(nan=float("inf")).argmin())
+        loss, accuracy = scores[pick]
+        metrics = {"eval-loss": loss, NUM_EXAMPLES: facts["n-test"], **_ident(facts)}
+        if accuracy is not None:
+            metrics["eval-acc"] = accuracy
+        if config.get("choose") == CHOOSE_LOWEST:
+            metrics["cluster"] = pick
+        return reply(message, metrics)
 
     return app
 
@@ -257,6 +277,7 @@ class _Data:
     def __init__(self, loader: Loader, device: torch.device, keep: bool):
         self.loader, self.device, self.keep = loader, device, keep
         self._kept: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+        self._all: tuple[torch.Tensor, torch.Tensor] | None = None  # the dataset in its order (config["order"])
         self._n: int | None = None
         sampler = getattr(loader, "sampler", None)
         # a loader that draws the same batches in the same order every pass (no shuffling)
@@ -284,6 +305,26 @@ class _Data:
                 yield batch
             if empty:
                 raise ValueError("the train loader yields no batch")
+
+    def ordered(self, order, batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Batches without end in the server's sample order: step ``s`` takes ``order[(s * B + j) % len(order)]``,
+        ``j < B`` (an epoch may end inside a batch, as in ``nets run``'s minibatches)."""
+        if self._all is None:
+            dataset = getattr(self.loader, "dataset", None)
+            if dataset is None or not hasattr(dataset, "__getitem__"):
+                raise ValueError("config['order'] needs a train loader over an indexable dataset")
+            x, y = torch.utils.data.default_collate([dataset[i] for i in range(len(dataset))])
+            self._all = (x.to(self.device), y.to(self.device))
+        x, y = self._all
+        order = torch.as_tensor(list(order), dtype=torch.long, device=self.device)
+        if batch_size < 1 or not len(order):
+            raise ValueError(f"config['order'] needs samples and batch-size >= 1, got {len(order)} and {batch_size}")
+        span = torch.arange(batch_size, device=self.device)
+        s = 0
+        while True:
+            take = order[(s * batch_size + span) % len(order)]
+            yield x[take], y[take]
+            s += 1
 
     def count(self) -> int:
         """Samples in the loader: its dataset's length, else one pass over it."""
