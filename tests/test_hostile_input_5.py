@@ -330,3 +330,13 @@ def test_a_sweep_store_with_every_digest_removed_is_refused_not_read_as_legacy(s
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "meta.json" in err and "no record digests" in err
     assert f"python -m synth seal {out}" in err
+
+
+def test_a_fifo_by_the_timings_files_name_is_refused_not_waited_on(tmp_path):
+    import os
+
+    from figures.campaign.costs import TIMINGS, read_timings
+
+    os.mkfifo(tmp_path / TIMINGS)
+    with pytest.raises(ValueError, match="timings file is a FIFO"):
+        read_timings(tmp_path)

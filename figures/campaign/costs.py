@@ -178,8 +178,10 @@ _TIMING_FIELDS = {"seconds_per_round": (MAX_ROUND_SECONDS, False), "setup_second
 
 def read_timings(root: Path = HERE) -> dict:
     """``root/campaign_timings.json`` ({} where there is none), every entry checked (:func:`check_timings`)."""
+    from synth.store import regular_file
+
     path = Path(root) / TIMINGS
-    if not path.exists():
+    if not regular_file(path, "timings file"):  # a FIFO by its name is refused, not waited on
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
