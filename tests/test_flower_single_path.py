@@ -1,0 +1,71 @@
+"""``nets flower``'s strategies against ``nets run`` through the public client contract, in process.
+
+The ClientApp is :data:`nets.flower.client.app`: ``torch_client_app`` over cflab's partitions and networks, the app
+a user's model would use, on :class:`~nets.flower.inline.InlineGrid` (no Ray).  The cases are what ``nets run``'s
+local training does beyond the contract's plain SGD steps -- the step size's decay per round (IFCA CIFAR's
+``lr_decay``), Adam, minibatches in the server's order -- and IFCA's min-loss evaluation rule
+(``evaluate`` with ``choose="lowest-loss"``); every round's clustering and the scores must be ``nets run``'s.
+Skipped without the ``flower`` extra.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")
+torch = pytest.importorskip("torch")
+
+import nets.experiment as experiment  # noqa: E402
+from nets.flower import strategy_for  # noqa: E402
+from nets.flower.client import app  # noqa: E402
+from nets.flower.inline import InlineGrid  # noqa: E402
+
+pytestmark = pytest.mark.flower
+
+BASE = {"dataset": "digits-rotated", "clients": 6, "n_per_client": 24, "rounds": 3, "local_steps": 2, "seed": 1}
+CASES = {
+    "ifca-decay-adam-minibatch": {"algo": "ifca", "lr_decay": 0.5, "optimizer": "adam", "step_size": 0.01,
+                                  "batch_size": 8},
+    "clove-minibatch-decay": {"algo": "clove", "batch_size": 5, "lr_decay": 0.7, "step_size": 0.3},
+    # 8 clients: ONE_SHOT finds clusters (2 after MERGE) where 6 clients of 24 samples leave every client alone
+    "srfca-minibatch": {"algo": "srfca", "clients": 8, "n_per_client": 30, "seed": 0, "threshold": 1.0,
+                        "trmean_steps": 3, "local_train_steps": 60, "step_size": 0.3, "batch_size": 8},
+    "local-adam": {"algo": "local", "local_train_steps": 10, "optimizer": "adam", "step_size": 0.01},
+}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_public_client_contract_reproduces_nets_run(name, monkeypatch):
+    params = {**BASE, **CASES[name]}
+    seen: list[np.ndarray] = []
+    metrics = experiment._metrics
+    monkeypatch.setattr(experiment, "_metrics", lambda labels, truth: (seen.append(np.array(labels)),
+                                                                       metrics(labels, truth))[1])
+    want = experiment.run_experiment(params, history=True)
+    monkeypatch.undo()
+    strategy = strategy_for(params, history=True)
+    grid = InlineGrid(app, params["clients"])
+    strategy.start(grid)
+    got = strategy.record
+    assert len(strategy.round_labels) == len(seen)
+    for t, (a, b) in enumerate(zip(strategy.round_labels, seen, strict=True)):
+        assert np.array_equal(a, b), f"call {t}: flower {a.tolist()} != nets run {b.tolist()}"
+    for key in ("ari", "n_clusters", "unassigned"):
+        assert got[key] == want[key], key
+    assert want["n_clusters"] >= 1 and want["unassigned"] < params["clients"]  # a clustering, not all alone
+    for key in ("test_accuracy", "test_loss", "test_accuracy_train_identity", "test_loss_train_identity"):
+        assert got.get(key) == pytest.approx(want.get(key), abs=1e-4), key
+    # only the contract's message types went out
+    assert {m.metadata.message_type for m in grid.sent} <= {"query.losses", "train", "query.gradient", "evaluate"}
+    if params.get("batch_size"):  # nets run's minibatches: each train message carries the client's sample order
+        trains = [m for m in grid.sent if m.metadata.message_type == "train"]
+        assert trains and all("order" in m.content["config"] for m in trains)
