@@ -119,8 +119,8 @@ _RUNNING: weakref.WeakSet = weakref.WeakSet()
 
 
 def stop_running() -> int:
-    """Stop every clustered strategy running in this process (each raises :class:`RunStopped` at its next
-    exchange); returns how many were running."""
+    """Stop every cflab strategy running in this process (the clustered ones and ``nets flower``'s; each raises
+    :class:`RunStopped` at its next exchange); returns how many were running."""
     running = list(_RUNNING)
     for strategy in running:
         strategy.stop()
@@ -158,7 +158,8 @@ class RoundFailed(RuntimeError):
 
 
 class RunStopped(RuntimeError):
-    """The strategy was stopped (:meth:`ClusteredStrategy.stop`) during an exchange."""
+    """The strategy was stopped (its ``stop()``: :meth:`ClusteredStrategy.stop`, ``nets flower``'s
+    :meth:`~nets.flower.strategies.FlowerStrategy.stop`) during an exchange."""
 
 
 class _StoppableGrid:

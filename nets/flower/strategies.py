@@ -82,7 +82,7 @@ from ..models import MODELS, model_factory
 from .arrays import Layout, split_clusters
 from .backend import Answers, ClientsLost, FederatedBackend
 from .client import EXPERIMENT
-from .clustered import ARRAYS, CHOOSE_LOWEST, CONFIG, METRICS, NUM_EXAMPLES
+from .clustered import _RUNNING, ARRAYS, CHOOSE_LOWEST, CONFIG, METRICS, NUM_EXAMPLES, RunStopped
 from .session import PULL_SECONDS, PULL_SECONDS_MAX, pull_replies
 
 __all__ = ["STRATEGIES", "CLoVEStrategy", "ClientFailed", "FlowerStrategy", "GlobalStrategy", "IFCAStrategy",
@@ -102,8 +102,6 @@ class ClientFailed(UserWarning):
     immediate = True
 
 
-class RunStopped(RuntimeError):
-    """The run was stopped (:meth:`FlowerStrategy.stop`: the simulation was interrupted) during an exchange."""
 
 
 
@@ -355,12 +353,14 @@ class FlowerStrategy(Strategy):
         log(INFO, "Starting %s:", type(self).__name__)
         self.summary()
         self.running = True
+        _RUNNING.add(self)  # stop_running() (the app runner's Ctrl-C) ends it as it ends the public strategies
         try:
             self._check_stop()
             facts = self._describe()
             models, scores = self._run(facts)
         finally:
             self.running = False
+            _RUNNING.discard(self)
         result = Result()
         result.arrays = ArrayRecord({"models": Array(np.ascontiguousarray(models))})
         for row in self._monitor.rows:  # the selected run's clustering, round by round (Flower counts from 1)
