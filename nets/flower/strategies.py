@@ -192,6 +192,7 @@ class FlowerStrategy(Strategy):
         self.start_timeout = check_real("start_timeout", start_timeout, low=0.0, low_inclusive=False)
         self.faults = [dict(f) for f in faults]
         self.record: dict[str, Any] | None = None
+        self._known: dict | None = None  # the federation's facts, once built (preflight)
         self.round_labels: list[np.ndarray] = []  # the labels the estimator's monitor saw, call by call
         self._grid: Grid | None = None
         self._pending: _Pending | None = None
@@ -220,7 +221,8 @@ class FlowerStrategy(Strategy):
         p = self.p
         check_data_size(p)
         data_ss, _, batch_ss = np.random.SeedSequence(p["seed"]).spawn(3)
-        fed, _ = _federation_that_fits(p, data_ss, explicit_n=self.params.get("n_per_client") is not None)
+        fed, note = _federation_that_fits(p, data_ss, explicit_n=self.params.get("n_per_client") is not None)
+        self._known = self._facts_of(fed, note, batch_ss)  # so start() does not build the federation again
         k = check_sizes(p, int(fed.X.shape[1]), fed.n_clients, fed.clusters)
         device = resolve_device(p["device"])
         model = fed.model(default_model(p["dataset"], p["task"]) if p["model"] == "auto" else p["model"],
@@ -488,7 +490,7 @@ class FlowerStrategy(Strategy):
             raise ValueError(f"the federation has {len(nodes)} SuperNodes but the run has {m} clients: run one "
                              f"SuperNode per client (--clients {len(nodes)}, or num-supernodes={m})")
         self._nodes = np.asarray(nodes, dtype=np.uint64)  # until the partitions are known: node order
-        facts = self._facts()
+        facts = self._known if self._known is not None else self._facts()
         keep, self.timeout = self.timeout, self.start_timeout
         try:  # the losses of no model: each reply names its partition and training samples (docs/flower-contract.md)
             self._pending = _Pending("query.losses", np.arange(m))
@@ -520,9 +522,12 @@ class FlowerStrategy(Strategy):
         shapes, each partition's sample counts and true cluster."""
         from ..experiment import _federation_that_fits
 
+        data_ss, _, batch_ss = np.random.SeedSequence(self.p["seed"]).spawn(3)
+        fed, note = _federation_that_fits(self.p, data_ss, explicit_n=self.params.get("n_per_client") is not None)
+        return self._facts_of(fed, note, batch_ss)
+
+    def _facts_of(self, fed, note: list, batch_ss: np.random.SeedSequence) -> dict:
         p = self.p
-        data_ss, _, batch_ss = np.random.SeedSequence(p["seed"]).spawn(3)
-        fed, note = _federation_that_fits(p, data_ss, explicit_n=self.params.get("n_per_client") is not None)
         return {"model": default_model(p["dataset"], p["task"]) if p["model"] == "auto" else p["model"],
                 "input_shape": list(fed.input_shape), "n_classes": int(fed.n_classes), "vocab_size": fed.vocab_size,
                 "input_float": bool(np.issubdtype(fed.X.dtype, np.floating)), "n_per_client": int(fed.X.shape[1]),
