@@ -147,8 +147,15 @@ def test_measured_reader_finds_the_ifca_run(tmp_path):
 
 def test_stored_fig3_sweep_is_a_paper_scale_row(tmp_path):
     rows = store_rows()
-    curves = [r for r in rows if "ifca_fig3a_full_code" in r.item and "σ=" in r.item]
+    both = [r for r in rows if "ifca_fig3a_full_code" in r.item and "σ=" in r.item]
+    curves = [r for r in both if r.counted]
     assert len(curves) == 4 and all(r.item.startswith("IFCA Fig. 3(a)") for r in curves)
+    # near the paper (the code's theta* and success rule are declared deviations), each curve shown beside it under
+    # the text's one-to-one rule, not counted: at sigma = 0 that rule cannot pass
+    second = [r for r in both if not r.counted]
+    assert len(second) == 4 and all("[second protocol: the text's one-to-one rule]" in r.item for r in second)
+    assert {r.protocol for r in both} == {"deviates"}
+    assert next(r for r in second if "σ=0.0" in r.item).verdict.startswith("not resolved (flat at 0)")
     assert all(r.verdict.split(" (")[0] in ("agrees", "differs", "not resolved") for r in curves)
     assert all("800 data seeds" in r.note and "synth sweep" in r.note for r in curves)
     # a copy of that store whose successes fall with R must disagree: the verdict reads the trials
@@ -164,7 +171,7 @@ def test_stored_fig3_sweep_is_a_paper_scale_row(tmp_path):
             rec = json.loads(line)
             rec["result"]["success_code_rule"] = rec["params"]["R"] < 0.3
             out.write(json.dumps(with_digest(rec)) + "\n")  # an edit made on purpose: its digest made anew
-    falling = [r for r in store_rows(tmp_path) if "σ=" in r.item]
+    falling = [r for r in store_rows(tmp_path) if "σ=" in r.item and r.counted]
     assert len(falling) == 4 and all(r.verdict.startswith("differs") for r in falling)
     assert all("not in figures/measured/README.md" in r.note for r in falling)  # no README beside the copy
 
@@ -180,7 +187,7 @@ def test_an_incomplete_fig3_store_judges_only_its_whole_curves(tmp_path):
     last = max(range(len(meta["points"])), key=lambda i: (meta["points"][i]["sigma"], meta["points"][i]["R"]))
     with open(src / "trials.jsonl") as fh, open(dst / "trials.jsonl", "w") as out:
         out.writelines(line for line in fh if json.loads(line)["point"] != last)
-    rows = [r for r in store_rows(tmp_path) if "σ=" in r.item]
+    rows = [r for r in store_rows(tmp_path) if "σ=" in r.item and r.counted]
     pending = [r for r in rows if r.verdict.startswith("pending")]
     assert len(rows) == 4 and len(pending) == 1 and "σ=0.4" in pending[0].item
     assert pending[0].reproduced == "4 of 5 cells finished" and "760 of 800 trials" in pending[0].verdict
