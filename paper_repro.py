@@ -3,7 +3,7 @@
 
 `python paper_repro.py` (= --quick) runs every target at reduced size on embedded data; --size medium runs the
 neural-network targets on the papers' own data sets from the data directory at fewer clients, rounds and seeds
-(under an hour on 2 cores); --full at the papers' sizes (all resumable: rerun the same command after an
+(its measured time: docs/reproducing.md); --full at the papers' sizes (all resumable: rerun the same command after an
 interruption).  Each target writes PNG and PDF figures, the CSVs behind them and its section of OUT/report.md
 (paper number | reproduced | difference | verdict).
 """

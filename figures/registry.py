@@ -21,7 +21,7 @@ __all__ = ["MEDIUM_AT_QUICK", "QUICK_CPU_SECONDS", "SIZES", "Context", "Section"
 SIZES = ("tiny", "quick", "medium", "full")
 
 # neural-network targets that a medium run runs at the quick size (the digits stand-in, counted apart in the
-# headline), each with why: their unsupervised or CIFAR-10 runs do not fit the medium run's hour on 2 CPU cores
+# headline), each with why: their unsupervised or CIFAR-10 runs would multiply the medium run's time on 2 CPU cores
 MEDIUM_AT_QUICK = {
     "clove-fig2": "8 autoencoder variants x 3 seeds on 30 MNIST clients with 10 models (~60 s a run): ~12 min",
     "clove-fig4": "autoencoders on 30 MNIST clients with 10 models, loss matrices on every model",
@@ -62,7 +62,7 @@ class Context:
 
     ``tiny`` is the test suite's size (seconds per target), ``quick`` the reduced sizes on
     embedded data (the default of ``paper_repro.py``), ``medium`` the papers' own data sets from the
-    data directory at reduced sizes (fewer clients, rounds, seeds; under an hour on 2 cores), ``full``
+    data directory at reduced sizes (fewer clients, rounds, seeds; its measured time: docs/reproducing.md), ``full``
     the papers' sizes.
     """
 

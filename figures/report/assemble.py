@@ -22,7 +22,7 @@ from .status import Status, read_status, section_path
 __all__ = ["MEDIUM_RECORD", "Report", "assemble", "headline", "read_all", "sentences", "stored_rows",
            "where_real_data"]
 
-# the headline of the last medium run kept with the repository (its command and timing are in the README)
+# the headline of the last medium run kept with the repository (its command and time: docs/reproducing.md)
 MEDIUM_RECORD = "figures/measured/medium_run/report_head.md"
 
 
