@@ -436,3 +436,15 @@ def test_synth_report_uses_the_figure_style(tmp_path, monkeypatch):
     store = Path(__file__).resolve().parents[1] / "figures" / "measured" / "ifca_fig3a_full_code" / "store"
     report.build_report(store, tmp_path)
     assert not [p for p in seen if _SYNTH_STYLE(p)]
+
+
+def test_the_phase_boundary_runs_along_cell_edges_not_through_labels():
+    """On the categorical (Δ, n) grid, SR-FCA's boundary is a staircase at half-integer x (cell edges), left of the
+    first column with Δ ≥ Δ*(n) in each row."""
+    from figures.targets.phase import boundary_steps
+
+    xs, ys = boundary_steps([0.2, 0.5, 1.0, 1.6], [15, 30, 60], sigma=0.5, d=5)
+    assert all(x % 1 == 0.5 for x in xs) and all(y % 1 == 0.5 for y in ys)
+    # Δ*(15) = 1.05 -> column 1.6; Δ*(30) = 0.65 -> 1.0; Δ*(60) = 0.43 -> 0.5
+    assert xs[::2] == [2.5, 1.5, 0.5]
+    assert boundary_steps([0.2], [5], sigma=0.5, d=5)[0] == [0.5, 0.5]  # n <= d + 1: right of every column

@@ -85,13 +85,9 @@ def plot(s: dict, out: list[dict], folder) -> list[str]:
             ax.set_title(a, fontsize=9)
             ax.grid(False)
             if a == "SR-FCA":
-                # boundary in index coordinates: interpolate Delta*(n) on the (index) axes
-                nn = np.linspace(min(ns), max(ns), 200)
-                ok = nn > d + 1
-                bd = 2 * sigma * np.sqrt(2 * d / (nn[ok] - d - 1))
-                xi = np.interp(bd, deltas, np.arange(len(deltas)), left=-0.5, right=len(deltas) - 0.5)
-                yi = np.interp(nn[ok], ns, np.arange(len(ns)))
-                ax.plot(xi, yi, color="#d55e00", linestyle="--", linewidth=2, label="Δ = 2σ√(2d/(n−d−1))")
+                xs, ys = boundary_steps(deltas, ns, sigma, d)
+                ax.plot(xs, ys, color="#d55e00", linestyle="--", linewidth=2,
+                        label="cells right of it: Δ ≥ 2σ√(2d/(n−d−1))")
                 ax.legend(fontsize=7.5, loc="upper right")
         fig.colorbar(mesh, ax=[axes[0][i] for i in range(3)], label="one-to-one misclustering (mean)", shrink=0.85)
     suptitle(fig, face("Phase diagrams, beyond the papers: one-to-one misclustering over (Δ, n), the same instances "
@@ -101,6 +97,21 @@ def plot(s: dict, out: list[dict], folder) -> list[str]:
                        f"K = {s['K']} clusters x {s['gen']['clients_per_cluster']} clients, d = {d}, σ = {sigma}, "
                        f"{s['gen']['rounds']} rounds", seeds_text(s["trials"], "trial") + " per cell"))
     return save(fig, folder, "phase_diagrams")
+
+
+def boundary_steps(deltas: list[float], ns: list[int], sigma: float, d: int) -> tuple[list[float], list[float]]:
+    """SR-FCA's derived boundary Δ*(n) = 2σ√(2d/(n−d−1)) as a staircase along the cell edges of a categorical
+    (Δ, n) grid (index coordinates): in each row it stands left of the first column with Δ ≥ Δ*(n) (right of every
+    column where none is), so it separates cells without running through their labels; a row with n ≤ d + 1 has no
+    boundary and stands right of every column."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for i, n in enumerate(ns):
+        star = 2 * sigma * np.sqrt(2 * d / (n - d - 1)) if n > d + 1 else np.inf
+        first = next((j for j, x in enumerate(deltas) if x >= star), len(deltas))
+        xs += [first - 0.5, first - 0.5]
+        ys += [i - 0.5, i + 0.5]
+    return xs, ys
 
 
 def compare(s: dict, out: list[dict]) -> list[Row]:
