@@ -351,7 +351,7 @@ def test_rows_of_runs_from_an_unrecorded_modified_tree_say_so():
     from figures.campaign.measured import _provenance
 
     note = _provenance({"global": {"4a4baa4728c8+"}, "ifca": {"1c71f0e50781+"}}, "FedAvg")
-    assert "modified tree (commit 4a4baa4728c8+)" in note and "1c71f0e50781" not in note
+    assert "modified tree 4a4baa4728c8+, diff not recorded" in note and "1c71f0e50781" not in note
     assert _provenance({"global": {"4a4baa4728c8+"}}, "IFCA") == ""
 
 

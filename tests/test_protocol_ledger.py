@@ -324,9 +324,9 @@ def test_a_row_states_the_margin_its_ledger_declares():
     from figures.verdicts.rules import PaperNumber
 
     pub = next(t for t in tables() if t.paper == "SR-FCA" and t.artifact == "Table 2" and t.row == "CFL")
-    assert "declared in srfca-simulated.toml" in PaperNumber(*pub.paper_number()).margin_text()
+    assert "floor, srfca-simulated.toml" in PaperNumber(*pub.paper_number()).margin_text()
     other = next(t for t in tables() if t.paper == "CLoVE" and t.artifact == "Table 7")  # no ledger covers it
-    assert "project's defaults" in PaperNumber(*other.paper_number()).margin_text()
+    assert "project default" in PaperNumber(*other.paper_number()).margin_text()
 
 
 @pytest.mark.parametrize("table, field", [

@@ -233,3 +233,12 @@ def test_a_table_repeating_the_sections_rows_joins_it():
     assert merged.splitlines()[0] == "| item | paper | verdict | protocol |"
     assert "| a | 1 | agrees | same |" in merged and "| b | 2 | differs | — |" in merged
     assert "| number |" not in left and "Intro." in left and "After." in left
+
+
+def test_a_note_shared_by_many_rows_names_them_by_what_they_share():
+    from figures.report.html_report import _labels
+
+    assert _labels(["**a**", "**b**"]) == "**a**; **b**"
+    many = [f"**IFCA Fig. 3(a) [store]: Fig. 3(a) `code`, σ={s}**" for s in (0.0, 0.1, 0.2, 0.4)]
+    assert _labels(many) == "**4 rows of IFCA Fig. 3(a) [store]**"
+    assert _labels(["**x1**", "**y2**", "**z3**", "**w4**"]) == "**x1**; **y2** and 2 more rows"

@@ -309,8 +309,7 @@ def _provenance(unrecorded: dict[str, set[str]], method: str) -> str:
     commits = sorted(c for algo, cs in unrecorded.items() if method.lower() in names(algo) for c in cs)
     if not commits:
         return ""
-    return (f"; provenance: runs made from a modified tree (commit {', '.join(commits)}) before runs recorded "
-            "their diff: the code they ran is known only up to that commit")
+    return f"; provenance: modified tree {', '.join(commits)}, diff not recorded"
 
 
 def campaign_rows(folder: Path = HERE, data_dir: str | None = None) -> tuple[list[Row], list[dict]]:

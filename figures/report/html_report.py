@@ -16,6 +16,7 @@ paragraphs, lists, tables, images, code, bold, italics, links): the subset :mod:
 from __future__ import annotations
 
 import html
+import os
 import re
 from pathlib import Path
 
@@ -215,7 +216,22 @@ def _grouped(items: list[str]) -> list[str]:
             order.append(text)
             by[text] = []
         by[text].append(label)
-    return [f"{'; '.join(by[x])}: {x.split(chr(1))[0]}" if x in by else x for x in order]
+    return [f"{_labels(by[x])}: {x.split(chr(1))[0]}" if x in by else x for x in order]
+
+
+def _labels(labels: list[str]) -> str:
+    """The labels of rows sharing one text: all of them up to three, else their count with what they share
+    (``**12 rows of IFCA Fig. 3(a) [ifca_fig3a_full_code]**``): every row is in the table above, the note is what
+    the footnote is for."""
+    if len(labels) <= 3:
+        return "; ".join(labels)
+    plain = [x.strip("*") for x in labels]
+    prefix = os.path.commonprefix(plain)
+    cut = max(prefix.rfind(": "), prefix.rfind(" / "))
+    prefix = prefix[:cut].rstrip() if cut > 0 else ""
+    if len(prefix) < 8:
+        return f"{labels[0]}; {labels[1]} and {len(labels) - 2} more rows"
+    return f"**{len(labels)} rows of {prefix}**"
 
 
 def markdown_html(text: str) -> str:

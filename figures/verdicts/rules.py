@@ -306,12 +306,11 @@ def declared_margin(paper: PaperNumber) -> tuple[float, str]:
     pm = power_margin(paper)
     margin = min(max(pm, floor, paper.resolution), cap)
     if margin == cap and pm > cap:
-        why = f"capped at {cap:.3g}, {where}: the paper's spread needs more seeds to confirm"
+        why = f"capped, {where}: more seeds needed"
     elif pm >= floor:
-        why = (f"{POWER:.0%} power for a perfect reproduction at the paper's {max(paper.n, MIN_SEEDS)} seeds, Holm "
-               f"over {paper.family}")
+        why = f"{POWER:.0%} power at the paper's {max(paper.n, MIN_SEEDS)} seeds, Holm over {paper.family}"
     else:
-        why = f"the floor {where} ({paper.unit})" if floor > 0 else "the paper's printed precision"
+        why = f"floor, {where}" if floor > 0 else "the paper's printed precision"
     return margin, why
 
 
@@ -324,8 +323,8 @@ def unit_margin(paper: PaperNumber) -> tuple[UnitMargin, str]:
     found = declared_margin_of(paper.paper_name, paper.artifact, paper.unit) if paper.paper_name else None
     if found is not None:
         fields, file = found
-        return UnitMargin(**dict(fields)), f"declared in {file}"
-    return UNIT_MARGINS.get(paper.unit, UnitMargin()), "of the project's defaults (no ledger covers the table)"
+        return UnitMargin(**dict(fields)), file
+    return UNIT_MARGINS.get(paper.unit, UnitMargin()), "project default"
 
 
 def _round_sig(x: float) -> str:
