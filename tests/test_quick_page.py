@@ -78,9 +78,6 @@ def test_no_image_of_the_quick_page_is_shown_wider_than_its_pixels(quick_page):
         assert (int(a["width"]), int(a["height"])) == png_size(path.parent / a["src"]), a
 
 
-@pytest.mark.xfail(strict=True, reason="known defect: where a ledger scopes a deviation to some methods (SR-FCA's "
-                   "simulated cells), rows of one cell carry different protocol summaries, the footnotes cannot factor "
-                   "them out per cell, and 'near the paper: 2 declared deviations (...)' is said once per such row")
 def test_each_protocol_sentence_of_the_quick_page_is_said_once_per_cell(quick_page):
     _, text = quick_page
     said = []

@@ -242,3 +242,22 @@ def test_a_note_shared_by_many_rows_names_them_by_what_they_share():
     many = [f"**IFCA Fig. 3(a) [store]: Fig. 3(a) `code`, σ={s}**" for s in (0.0, 0.1, 0.2, 0.4)]
     assert _labels(many) == "**4 rows of IFCA Fig. 3(a) [store]**"
     assert _labels(["**x1**", "**y2**", "**z3**", "**w4**"]) == "**x1**; **y2** and 2 more rows"
+
+
+def test_protocols_scoped_to_methods_are_said_once_per_cell():
+    """A ledger deviation scoped to one method gives that method's rows another protocol summary: each summary is
+    said once in the cell's item, with the methods it concerns, and no row repeats it."""
+    from figures.report.html_report import _grouped
+
+    seeds = "paper scale: cell `s:mnist:100`, 5 seed(s) stored"
+    near2 = "protocol: near the paper: 2 declared deviations (sampling; participation)"
+    near3 = "protocol: near the paper: 3 declared deviations (sampling; participation; SR-FCA algorithm)"
+    items = [f"**T1: M / SR-FCA [paper scale]**: {seeds}; {near3}",
+             f"**T1: M / CFL [paper scale]**: {seeds}; {near2}",
+             f"**T2: M / CFL [paper scale]**: {seeds}; {near2}; misclustering 0.5",
+             f"**T2: M / IFCA [paper scale]**: {seeds}; {near2}; misclustering 0.0"]
+    out = _grouped(items)
+    text = "\n".join(out)
+    assert text.count("2 declared deviations") == 1 and text.count("3 declared deviations") == 1
+    assert "protocol of SR-FCA: near the paper: 3" in out[0] and "protocol of CFL, IFCA: near the paper: 2" in out[0]
+    assert any(x.endswith(": misclustering 0.5") for x in out)

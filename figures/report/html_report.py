@@ -196,11 +196,21 @@ def _grouped(items: list[str]) -> list[str]:
             continue
         segs = [_segments(parsed[i][1]) for i in idx]
         common = [g for g in segs[0] if all(g in other for other in segs[1:])]
-        if not common:
-            continue
-        head_of[idx[0]] = f"**{len(idx)} rows of cell `{cell}`**: " + "; ".join(common)
+        # a ledger may scope a deviation to some methods: the cell's protocol summaries, each said once with the
+        # methods it concerns, instead of once per row
+        protocols: dict[tuple[str, ...], list[str]] = {}
         for i, sg in zip(idx, segs, strict=True):
-            rest = [g for g in sg if g not in common]
+            proto = tuple(g for g in sg if g not in common and _is_protocol(g))
+            if proto:
+                protocols.setdefault(proto, []).append(_method(parsed[i][0]))
+        if not common and not protocols:
+            continue
+        parts = common + [f"protocol of {', '.join(dict.fromkeys(ms))}: "
+                          + "; ".join((proto[0].removeprefix("protocol: "), *proto[1:]))
+                          for proto, ms in protocols.items()]
+        head_of[idx[0]] = f"**{len(idx)} rows of cell `{cell}`**: " + "; ".join(parts)
+        for i, sg in zip(idx, segs, strict=True):
+            rest = [g for g in sg if g not in common and not (protocols and _is_protocol(g))]
             shared_of[i] = ("; ".join(rest) if rest else "as the cell") + f"\x01{cell}"  # grouped within its cell
     by: dict[str, list[str]] = {}
     order: list[str] = []
@@ -217,6 +227,17 @@ def _grouped(items: list[str]) -> list[str]:
             by[text] = []
         by[text].append(label)
     return [f"{_labels(by[x])}: {x.split(chr(1))[0]}" if x in by else x for x in order]
+
+
+def _is_protocol(segment: str) -> bool:
+    """Whether a note's segment is part of a cell's protocol summary (figures.verdicts.protocol.Ledger.summary)."""
+    return segment.startswith(("protocol: ", "paper silent on "))
+
+
+def _method(label: str) -> str:
+    """The method of a row label: ``**SR-FCA Table 2: MNIST (inverted) / CFL [paper scale]**`` -> ``CFL``."""
+    text = label.strip("*")
+    return text.split(" / ", 1)[1].split(" [", 1)[0] if " / " in text else text
 
 
 def _labels(labels: list[str]) -> str:
