@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -60,21 +59,12 @@ def test_the_quick_page_is_short_with_its_sections_closed(quick_page):
 
 
 def test_no_image_of_the_quick_page_is_shown_wider_than_its_pixels(quick_page):
+    from test_report_page import images
+
     path, text = quick_page
-
-    class Imgs(HTMLParser):
-        def __init__(self):
-            super().__init__()
-            self.found = []
-
-        def handle_starttag(self, tag, attrs):
-            if tag == "img":
-                self.found.append(dict(attrs))
-
-    p = Imgs()
-    p.feed(text)
-    assert p.found
-    for a in p.found:
+    found = images(text)
+    assert found
+    for a in found:
         assert (int(a["width"]), int(a["height"])) == png_size(path.parent / a["src"]), a
 
 

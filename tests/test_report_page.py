@@ -116,8 +116,8 @@ def test_a_long_table_shows_its_tested_rows_and_counts_the_rest(page):
     assert f"{300 - 12 - MAX_ROWS} more rows without a test not shown here" in section
 
 
-def test_no_image_is_shown_wider_than_its_pixels(page):
-    path, text, _ = page
+def images(text: str) -> list[dict]:
+    """The attributes of every <img> of a page."""
 
     class Imgs(HTMLParser):
         def __init__(self):
@@ -130,8 +130,14 @@ def test_no_image_is_shown_wider_than_its_pixels(page):
 
     p = Imgs()
     p.feed(text)
-    assert p.found
-    for a in p.found:
+    return p.found
+
+
+def test_no_image_is_shown_wider_than_its_pixels(page):
+    path, text, _ = page
+    found = images(text)
+    assert found
+    for a in found:
         w, h = png_size(path.parent / a["src"])
         assert (int(a["width"]), int(a["height"])) == (w, h), a
     css = text[text.index("<style>"):text.index("</style>")]
