@@ -19,7 +19,7 @@ algorithms get it as ``BaseHeadSplit(base, head)`` with the last layer as head, 
 initial weights, plain SGD at PFLlib's default learning rate 0.005 and batch 10, one local epoch (``n / B``
 minibatches; Per-FedAvg's PFLlib epoch is ``n / 2B`` meta-steps on batches of ``2B``).  The toolkit runs twice: with
 the paper's defaults and with the PFLlib options (FedALA ``ala_batch_size = B``, ``ala_max_steps = None``;
-Per-FedAvg ``meta_passes = 2``, ``meta_weights = "samples"``, ``meta_adapt_batch = B``; FedProto
+Per-FedAvg ``meta_passes = 2``, ``meta_weights = "samples"``, ``meta_adapt_batch = B``, ``meta_batch = B``; FedProto
 ``local_prototypes = "during"``, ``prototype_mean = "clients"``; FedPAC ``prototype_mean = "clients"``,
 ``head_assignment = "pfllib"``); both FedProto runs score by the nearest prototype.  PFLlib's FedPAC also runs with
 its heads matched to their clients (:func:`_matched_heads`, a bench variant of ``aggregate_and_send_heads``).
@@ -207,9 +207,10 @@ def _run_toolkit(algo: str, train, test, init: np.ndarray, rounds: int, steps: i
         extra = dict(ala_batch_size=batch, ala_max_steps=None) if pfllib else {}
         est = FedALA(local_steps=steps, **common, **extra)
     elif algo == "perfedavg":
-        extra = dict(meta_passes=2, meta_weights="samples", meta_adapt_batch=batch) if pfllib else {}
-        # PFLlib's epoch: floor(n / 2B) meta-steps on batches of 2B (clientperavg.py:23)
-        est = PerFedAvg(local_steps=max(1, steps // 2), meta_alpha=lr, **common, **extra)
+        # PFLlib's epoch: floor(n / 2B) meta-steps on batches of 2B (clientperavg.py:23); with meta_batch the
+        # estimator draws them itself and local_steps counts epochs; the paper's defaults take as many all-data steps
+        extra = dict(meta_passes=2, meta_weights="samples", meta_adapt_batch=batch, meta_batch=batch) if pfllib else {}
+        est = PerFedAvg(local_steps=1 if pfllib else max(1, steps // 2), meta_alpha=lr, **common, **extra)
     elif algo == "fedproto":
         extra = dict(local_prototypes="during", prototype_mean="clients") if pfllib else {}
         est = FedProto(local_steps=steps, scoring="prototype", **common, **extra)

@@ -628,6 +628,27 @@ class TorchBackend:
         view.w = view.mask / view._n[:, None].to(self.dtype)
         return view
 
+    def select(self, index, sizes) -> TorchBackend:
+        """A view whose client i holds only its samples ``index[i, :sizes[i]]`` (positions in its stored order),
+        gathered into a smaller batch, so that a gradient costs ``sizes[i]`` samples, not ``n_i``."""
+        index = np.asarray(index, dtype=np.int64)
+        sizes = np.asarray(sizes, dtype=np.int64)
+        m = self.n_clients
+        if index.ndim != 2 or index.shape[0] != m or sizes.shape != (m,) or sizes.min(initial=1) < 1 \
+                or np.any(sizes > index.shape[1]) or index.min(initial=0) < 0 \
+                or np.any(index >= self.n_samples[:, None]):
+            raise ValueError(f"index must be ({m}, width) positions inside each client's samples and sizes "
+                             f"{m} counts in 1..width")
+        view = copy.copy(self)
+        idx = torch.as_tensor(index, device=self.device)
+        rows = torch.arange(m, device=self.device)[:, None]
+        view.X, view.y = self.X[rows, idx], self.y[rows, idx]
+        view._n = torch.as_tensor(sizes, device=self.device)
+        view.mask = (torch.arange(index.shape[1], device=self.device)[None, :] < view._n[:, None]).to(self.dtype)
+        view.n_samples = sizes.copy()
+        view.w = view.mask / view._n[:, None].to(self.dtype)
+        return view
+
     # ------------------------------------------------------------- data regimes
     def at_round(self, t: int):
         """Fixed data: the backend itself; sets the round index that seeds minibatches and the step decay."""

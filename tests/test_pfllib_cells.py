@@ -14,7 +14,8 @@ def test_pfllib_options_of_the_cells(tmp_path, size):
     per, note = _personal(ctx, "perfedavg", 100)
     assert per["step_size"] == per["algo_params"]["meta_alpha"] == 0.005  # PFLlib main.py:400
     assert per["algo_params"] | {"meta_alpha": 0} == {"meta_alpha": 0, "meta_passes": 2, "meta_weights": "samples",
-                                                      "meta_adapt_batch": 100}
+                                                      "meta_adapt_batch": 100, "meta_batch": 100}
+    assert per["local_steps"] == 1  # with minibatch meta-steps local_steps counts epochs: the cells' one epoch
     assert "PFLlib" in note
     assert _personal(ctx, "fedala", 100)[0]["algo_params"] == {"ala_batch_size": 100, "ala_max_steps": None}
     assert _personal(ctx, "fedproto", 100)[0]["algo_params"] == {

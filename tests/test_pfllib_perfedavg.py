@@ -1,5 +1,6 @@
 """Per-FedAvg's PFLlib options (the code CLoVE's Table 6 names): the evaluated model after one adaptation step on
-one random minibatch (``meta_adapt_batch``, PFLlib@d832e76 ``clientperavg.py:83-99``), two training passes per
+one random minibatch (``meta_adapt_batch``, PFLlib@d832e76 ``clientperavg.py:83-99``), the meta-steps on
+minibatches of a shuffled loader of ``2B`` (``meta_batch``, ``clientperavg.py:23, 33-72``), two training passes per
 round (``meta_passes``, ``serverperavg.py:35-36``) and the server's n_i-weighted average (``meta_weights``,
 ``serverbase.py:114-150``).  A numpy transcription of Alg. 1 (FO) on the linear model is the reference.
 Deterministic: fixed seeds."""
@@ -109,7 +110,65 @@ def test_one_minibatch_adaptation_on_a_network():
     assert np.abs(one.models_ - full.models_).max() > 1e-6
 
 
+def _pfllib_train(fed, rng, *, rounds, epochs, passes, B, alpha, beta):
+    """PFLlib's ``clientperavg.train`` transcribed on the linear model, from zeros: per call, a shuffled loader of
+    batches of ``2B`` with ``drop_last``; step 1 on the first ``B`` samples, step 2 at ``w_tmp`` on the rest, ``w``
+    restored, the outer step; the server averages by n_i.  The shuffles: the keys the estimator draws."""
+    m, d = fed.n_clients, fed.dim
+    n = fed.n_samples
+    w = np.zeros(d)
+    for _ in range(rounds):
+        theta = np.repeat(w[None], m, 0)
+        for _ in range(passes * epochs):
+            keys = rng.random((m, int(n.max())))
+            for i in range(m):
+                order = np.argsort(np.where(np.arange(keys.shape[1]) < n[i], keys[i], 2.0), kind="stable")
+                for s in range(n[i] // (2 * B)):  # drop_last
+                    a, b = order[2 * B * s: 2 * B * s + B], order[2 * B * s + B: 2 * B * (s + 1)]
+                    tmp = theta[i] - alpha * _grad(fed.X[i, a], fed.y[i, a], theta[i])
+                    theta[i] = theta[i] - beta * _grad(fed.X[i, b], fed.y[i, b], tmp)
+        w = (n / n.sum()) @ theta
+    return w
+
+
+def test_minibatch_meta_steps_are_pfllibs_train():
+    # unequal clients: 24 samples make 2 meta-steps of 2B = 10 per epoch, 12 make 1, 6 and 9 make none
+    fed = _fed([24, 6, 24, 12, 24, 9])
+    B = 5
+    est = PerFedAvg(n_rounds=3, local_steps=2, meta_passes=2, meta_batch=B, meta_alpha=0.05, step_size=0.05,
+                    meta_weights="samples", init="zeros", random_state=3).fit(fed.backend())
+    ref = _pfllib_train(fed, np.random.default_rng(3), rounds=3, epochs=2, passes=2, B=B, alpha=0.05, beta=0.05)
+    np.testing.assert_allclose(est.global_model_, ref, rtol=0, atol=1e-10)
+    full = PerFedAvg(n_rounds=3, local_steps=2, meta_passes=2, meta_alpha=0.05, step_size=0.05,
+                     meta_weights="samples", init="zeros", random_state=3).fit(fed.backend())
+    assert np.abs(est.global_model_ - full.global_model_).max() > 1e-3
+
+
+def test_minibatch_meta_steps_on_a_network_gather_the_minibatch():
+    # the network backend gathers the two half-batches (TorchBackend.select); a window of a client's stored order
+    # gathered that way has the gradient the masked window view (subsample) gives
+    fed = build_federation("digits-label-skew-1", 4, 12, np.random.default_rng(0), n_test=4)
+    train, _ = fed.backends(fed.model("mlp", dtype=torch.float64), batch_size=None, seed=1)
+    theta = train.init_models(1, "default", np.random.default_rng(0)).repeat(4, 1)
+    starts, sizes = np.array([0, 3, 5, 7]), np.array([4, 4, 2, 5])
+    pos = starts[:, None] + np.minimum(np.arange(5)[None, :], sizes[:, None] - 1)
+    rows = np.arange(4)
+    np.testing.assert_allclose(train.select(pos, sizes).client_gradients(theta, rows).numpy(),
+                               train.subsample(starts, sizes).client_gradients(theta, rows).numpy(),
+                               rtol=1e-10, atol=1e-12)
+    kw = dict(n_rounds=2, local_steps=1, meta_alpha=0.05, step_size=0.05, random_state=0)
+    one = PerFedAvg(meta_batch=3, **kw).fit(train)
+    full = PerFedAvg(**kw).fit(train)
+    assert np.isfinite(one.models_).all() and np.abs(one.models_ - full.models_).max() > 1e-6
+
+
+def test_minibatch_meta_steps_are_first_order():
+    with pytest.raises(ValueError, match="meta_batch"):
+        PerFedAvg(meta_batch=2, meta_variant="hf").fit(_fed().backend())
+
+
 @pytest.mark.parametrize("params, name", [({"meta_adapt_batch": 0}, "meta_adapt_batch"),
+                                          ({"meta_batch": 0}, "meta_batch"),
                                           ({"meta_passes": 0}, "meta_passes"),
                                           ({"meta_weights": "counts"}, "meta_weights")])
 def test_bad_values_are_refused(params, name):

@@ -84,7 +84,8 @@ SUP += PERSONAL
 # baselines: FedProto scores by the nearest global prototype, averages the clients' prototypes unweighted and
 # collects them during training; FedPAC averages the prototypes unweighted and assigns the combined heads as PFLlib
 # (serverpac.py's mismatch, which costs it 0.11 in bench/pfllib_side_by_side.py); Per-FedAvg trains twice per round,
-# averages by n_i and is scored after one step on one minibatch (_personal adds its batch size); FedALA learns its
+# averages by n_i, takes its meta-steps on minibatches and is scored after one step on one minibatch (_personal adds
+# its batch size and sets local_steps to the cell's one epoch); FedALA learns its
 # weights per minibatch (_personal adds the batch size) with the start phase unbounded
 CODE_VARIANTS = {
     "pacfl": ({"algo_params": {"subspace": "per_class", "n_subspace": 5, "proximity": "pairwise",
@@ -98,14 +99,15 @@ CODE_VARIANTS = {
                "FedPAC as PFLlib (CLoVE Table 6): global prototypes the clients' unweighted mean, combined heads "
                "assigned as PFLlib does (to the wrong clients, a defect of that code)"),
     "perfedavg": ({"algo_params": {"meta_passes": 2, "meta_weights": "samples"}},
-                  "Per-FedAvg as PFLlib (CLoVE Table 6): two training passes per round, models averaged by n_i, "
+                  "Per-FedAvg as PFLlib (CLoVE Table 6): meta-steps on minibatches (two halves of a shuffled batch "
+                  "of twice the batch size), two training passes of one epoch per round, models averaged by n_i, "
                   "scored after one step of size alpha on one random training minibatch"),
     "fedala": ({"algo_params": {"ala_max_steps": None}},
                "FedALA as PFLlib (CLoVE Table 6): weights learned per minibatch, the first aggregation's weight "
                "training until its losses settle (no bound)"),
 }
-# the PFLlib options that take the cell's minibatch size (PFLlib uses the training batch size for both)
-BATCH_OPTIONS = {"perfedavg": "meta_adapt_batch", "fedala": "ala_batch_size"}
+# the PFLlib options that take the cell's minibatch size (PFLlib uses the training batch size for all of them)
+BATCH_OPTIONS = {"perfedavg": ("meta_adapt_batch", "meta_batch"), "fedala": ("ala_batch_size",)}
 # Per-FedAvg's alpha = beta: PFLlib sets both to its learning rate, default 0.005 (main.py:400, clientperavg.py:14)
 PERFEDAVG_STEP = 0.005
 
@@ -133,7 +135,9 @@ def _personal(ctx: Context, algo: str, batch_size: int | None = None) -> tuple[d
         params.update(CODE_VARIANTS[algo][0]["algo_params"])
         notes.append(CODE_VARIANTS[algo][1])
     if algo in BATCH_OPTIONS and batch_size is not None:
-        params[BATCH_OPTIONS[algo]] = batch_size
+        params.update(dict.fromkeys(BATCH_OPTIONS[algo], batch_size))
+        if "meta_batch" in params:  # with minibatch meta-steps local_steps counts epochs: the cell's one epoch
+            over["local_steps"] = 1
     if params:
         over["algo_params"] = params
     return over, "; ".join(notes)

@@ -23,8 +23,8 @@ matches Alg. 1 (FO): step 1 on one half of a minibatch, step 2's gradient at ``w
 restored, then the outer step (``clientperavg.py:33-72``); it sets beta = alpha = the local learning rate
 (``clientperavg.py:14``; defaults here: both 0.005, PFLlib's default rate, ``main.py:400``).  An older version
 (commit 20524d4) took the outer step from ``w_tmp`` without restoring ``w`` and adapted on a *test* batch; here
-the paper's update is used.  The gradients are full-batch gradients of each user's local loss (the paper's
-independent batches D, D', D'' are the whole local data set), so the steps are deterministic and need no
+the paper's update is used.  By default the gradients are full-batch gradients of each user's local loss (the
+paper's independent batches D, D', D'' are the whole local data set), so the steps are deterministic and need no
 minibatch stream.
 
 PFLlib's way, as options (defaults: the paper's):
@@ -34,19 +34,22 @@ PFLlib's way, as options (defaults: the paper's):
   (``serverperavg.py:71-84``) calling ``train_one_step`` (``clientperavg.py:83-99``: the first batch of a
   shuffled loader); ``None``: one step on all of the user's training data (Sec. 3).  The minibatch is a window of
   ``min(B, n_i)`` consecutive samples at a uniformly random offset (the samples of a client are stored in random
-  order, so it is a uniformly random subset of that size; a backend restricts clients to windows only).
+  order, so it is a uniformly random subset of that size).
+* ``meta_batch = B``: the meta-steps run on minibatches as PFLlib's (``clientperavg.py:23, 33-72``): each pass
+  shuffles the user's data into batches of ``2B`` with ``drop_last``; step 1 on the first ``B`` samples of a
+  batch, step 2 (at ``w_tmp``) on the other ``B``, ``w`` restored, then the outer step: ``floor(n_i / 2B)``
+  meta-steps per epoch, ``local_steps`` epochs per pass.
 * ``meta_passes = 2``: the local training runs twice per round, as PFLlib's server calls ``client.train()`` twice
-  for every selected client (``serverperavg.py:35-36``): ``meta_passes * local_steps`` steps per round.
+  for every selected client (``serverperavg.py:35-36``): ``meta_passes * local_steps`` steps (epochs with
+  ``meta_batch``) per round.
 * ``meta_weights = "samples"``: the server averages the users' models weighted by their sample counts, as
   PFLlib's ``receive_models``/``aggregate_parameters`` (``serverbase.py:114-150``, weights
   ``train_samples / total``); ``"uniform"``: Alg. 1's ``(1/rn) sum w^i``.  The same when clients hold equally many
   samples.
 
-Not offered (listed for the side-by-side): PFLlib's meta-steps run on minibatches, step 1 on ``B`` samples and
-step 2 on the next ``B`` of a shuffled batch of ``2B`` with ``drop_last`` (``clientperavg.py:23, 33-72``), so an
-epoch is ``floor(n / 2B)`` meta-steps; here every step uses the full local data.  PFLlib evaluates at the start of
-a round, before training (``serverperavg.py:28-31``), and prints the best round's accuracy (``:57``); nets scores
-the final models.
+Not offered (listed for the side-by-side): PFLlib evaluates at the start of a round, before training
+(``serverperavg.py:28-31``), and prints the best round's accuracy (``:57``); nets scores the final models.  The
+shuffles are drawn from the estimator's generator (``numpy``), not torch's, so a run is the same on every backend.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ from .common import DivergenceError, initial_models, participants
 from .params import POSITIVE, Array, Estimator, Int, Options, Real, String, shared
 from .result import FitResult, History, Monitor
 
-__all__ = ["INIT", "PerFedAvg", "scatter_rows", "shared_init", "window_view"]
+__all__ = ["INIT", "PerFedAvg", "index_view", "meta_batches", "scatter_rows", "shared_init", "window_view"]
 
 
 # the shared initial model of the personalised methods: None (the backend's default), a scheme or one model (1, P)
@@ -93,17 +96,62 @@ def window_view(view, starts: np.ndarray, sizes: np.ndarray):
     sampled fraction: the samples of a client are stored in random order)."""
     if hasattr(view, "subsample"):
         return view.subsample(starts, sizes)
+    width = int(sizes.max())
+    pos = starts[:, None] + np.minimum(np.arange(width)[None, :], sizes[:, None] - 1)
+    return index_view(view, pos, sizes)
+
+
+def index_view(view, index: np.ndarray, sizes: np.ndarray):
+    """The backend restricted to the samples ``index[i, :sizes[i]]`` of each client (positions in its stored
+    order; a minibatch drawn from a shuffle), gathered so that a gradient costs the minibatch, not the client."""
+    if hasattr(view, "select"):
+        return view.select(index, sizes)
     fed = getattr(view, "fed", None)
     if fed is None:
         raise TypeError(f"this option needs a backend that can restrict clients to part of their data "
-                        f"(a subsample method), got {type(view).__name__}")
-    # synthetic backend: gather each client's window into a smaller federation of the same distributions
-    width = int(sizes.max())
-    pos = starts[:, None] + np.minimum(np.arange(width)[None, :], sizes[:, None] - 1)
-    ok = np.arange(width)[None, :] < sizes[:, None]
-    X = np.take_along_axis(fed.X, pos[:, :, None], axis=1) * ok[:, :, None]
-    y = np.take_along_axis(fed.y, pos, axis=1) * ok
+                        f"(a select or subsample method), got {type(view).__name__}")
+    # synthetic backend: gather each client's samples into a smaller federation of the same distributions
+    ok = np.arange(index.shape[1])[None, :] < sizes[:, None]
+    X = np.take_along_axis(fed.X, index[:, :, None], axis=1) * ok[:, :, None]
+    y = np.take_along_axis(fed.y, index, axis=1) * ok
     return type(view)(replace(fed, X=X.astype(fed.X.dtype), y=y.astype(fed.y.dtype), n_samples=sizes))
+
+
+def meta_batches(rng: np.random.Generator, n: np.ndarray, batch: int) -> tuple[list, np.ndarray]:
+    """One pass of PFLlib's Per-FedAvg loader (``clientperavg.py:23``: batches of ``2B``, shuffled,
+    ``drop_last``): per meta-step s the positions ``(first, second)`` of steps 1 and 2, each ``(m, B)``, and
+    the clients that have a step s (``floor(n_i / 2B)`` meta-steps per pass; a client with fewer than ``2B``
+    samples has none)."""
+    n = np.asarray(n, dtype=np.int64)
+    keys = rng.random((len(n), int(n.max())))
+    keys[np.arange(keys.shape[1])[None, :] >= n[:, None]] = 2.0  # padding sorts last
+    order = np.argsort(keys, axis=1, kind="stable")
+    counts = n // (2 * batch)
+    steps = []
+    for s in range(int(counts.max(initial=0))):
+        first = order[:, 2 * batch * s: 2 * batch * s + batch]
+        second = order[:, 2 * batch * s + batch: 2 * batch * (s + 1)]
+        # a client without step s gets valid positions (its first samples) and a zero step size
+        done = counts <= s
+        first = np.where(done[:, None], np.minimum(np.arange(batch)[None, :], n[:, None] - 1), first)
+        second = np.where(done[:, None], np.minimum(np.arange(batch)[None, :], n[:, None] - 1), second)
+        steps.append((first, second, ~done))
+    return steps, counts
+
+
+def _meta_step(backend: ModelBackend, first, second, theta, rows, clients, alpha: np.ndarray, beta: np.ndarray,
+               variant: str, delta: float):
+    """One local meta-step of Alg. 1: ``w_tmp = w - alpha grad f(w)`` on the data of ``first``, then
+    ``w - beta grad f(w_tmp)`` on the data of ``second`` (Hessian-corrected for ``"hf"``, Sec. 4)."""
+    c = len(alpha)
+    tmp = backend.step(theta, first.client_gradients(theta, rows, clients), alpha)
+    direction = second.client_gradients(tmp, rows, clients)
+    if variant == "hf" and np.any(alpha > 0):
+        plus = second.client_gradients(backend.step(theta, direction, np.full(c, -delta)), rows, clients)
+        minus = second.client_gradients(backend.step(theta, direction, np.full(c, delta)), rows, clients)
+        # (I - alpha H) g ~ g - alpha (grad(w + delta g) - grad(w - delta g)) / (2 delta)
+        direction = backend.step(direction, backend.step(plus, minus, np.ones(c)), alpha / (2 * delta))
+    return backend.step(theta, direction, beta)
 
 
 class PerFedAvg(Estimator):
@@ -119,6 +167,11 @@ class PerFedAvg(Estimator):
     meta_delta : delta, the finite-difference width of ``"hf"``.
     meta_adapt_batch : ``None``: the personalised model takes its adaptation step on all of the user's training
         data (Sec. 3); ``B``: on one random minibatch of ``B`` samples, PFLlib ``clientperavg.py:83-99``.
+    meta_batch : ``None``: each meta-step uses all of the user's data (D = D' = the local set) and ``local_steps``
+        counts meta-steps; ``B``: PFLlib's minibatch meta-steps (``clientperavg.py:23, 33-72``): each pass shuffles
+        the user's data into batches of ``2B`` (``drop_last``), step 1 on the first ``B`` samples of a batch and
+        step 2 on the other ``B``, ``floor(n_i / 2B)`` meta-steps per epoch, and ``local_steps`` counts epochs
+        (PFLlib's ``local_epochs``).  First-order only, as PFLlib.
     meta_passes : how often the local training runs per round (PFLlib: 2, ``serverperavg.py:35-36``).
     meta_weights : the server's average, ``"uniform"`` (Alg. 1) or ``"samples"`` (weights n_i, PFLlib
         ``serverbase.py:114-150``).
@@ -144,6 +197,7 @@ class PerFedAvg(Estimator):
         "meta_variant": [Options("fo", "hf")],
         "meta_delta": [POSITIVE],
         "meta_adapt_batch": [None, Int(1, None)],
+        "meta_batch": [None, Int(1, None)],
         "meta_passes": [Int(1, None)],
         "meta_weights": [Options("uniform", "samples")],
         "init": INIT,
@@ -151,7 +205,8 @@ class PerFedAvg(Estimator):
 
     def __init__(self, n_rounds: int = 100, local_steps: int = 10, meta_alpha: float = 0.005,
                  step_size: float = 0.005, meta_variant: str = "fo", meta_delta: float = 1e-3,
-                 meta_adapt_batch: int | None = None, meta_passes: int = 1, meta_weights: str = "uniform",
+                 meta_adapt_batch: int | None = None, meta_batch: int | None = None, meta_passes: int = 1,
+                 meta_weights: str = "uniform",
                  participation: float = 1.0, init=None, random_state=None, monitor: Monitor | None = None,
                  monitor_every: int = 1):
         self.n_rounds = n_rounds
@@ -161,6 +216,7 @@ class PerFedAvg(Estimator):
         self.meta_variant = meta_variant
         self.meta_delta = meta_delta
         self.meta_adapt_batch = meta_adapt_batch
+        self.meta_batch = meta_batch
         self.meta_passes = meta_passes
         self.meta_weights = meta_weights
         self.participation = participation
@@ -174,6 +230,10 @@ class PerFedAvg(Estimator):
         alpha, beta, variant, delta = v["meta_alpha"], v["step_size"], v["meta_variant"], v["meta_delta"]
         every = v["monitor_every"]
         rng = check_random_state(self.random_state)
+        batch = v["meta_batch"]
+        if batch is not None and variant != "fo":
+            raise ValueError("meta_batch (PFLlib's minibatch meta-steps) is first-order Per-FedAvg; set "
+                             "meta_variant='fo' or meta_batch=None")
         m = backend.n_clients
         w = shared_init(backend, self.init, rng)
         labels = np.arange(m)
@@ -185,17 +245,20 @@ class PerFedAvg(Estimator):
             c = m if clients is None else len(clients)
             rows = np.arange(c)
             theta = backend.take(w, np.zeros(c, dtype=np.int64))
-            for _ in range(v["meta_passes"] * self.local_steps):  # PFLlib: two calls of train() per round
-                g = view.client_gradients(theta, rows, clients)
-                tmp = backend.step(theta, g, np.full(c, alpha))
-                direction = view.client_gradients(tmp, rows, clients)
-                if variant == "hf" and alpha > 0:
-                    plus = view.client_gradients(backend.step(theta, direction, np.full(c, -delta)), rows, clients)
-                    minus = view.client_gradients(backend.step(theta, direction, np.full(c, delta)), rows, clients)
-                    # (I - alpha H) g ~ g - alpha (grad(w + delta g) - grad(w - delta g)) / (2 delta)
-                    direction = backend.step(direction, backend.step(plus, minus, np.ones(c)),
-                                             np.full(c, alpha / (2 * delta)))
-                theta = backend.step(theta, direction, np.full(c, beta))
+            for _ in range(v["meta_passes"]):  # PFLlib: two calls of train() per round
+                if batch is None:
+                    for _ in range(self.local_steps):
+                        theta = _meta_step(backend, view, view, theta, rows, clients, np.full(c, alpha),
+                                           np.full(c, beta), variant, delta)
+                    continue
+                n_view = np.asarray(getattr(view, "n_samples", backend.n_samples), dtype=np.int64)
+                for _ in range(self.local_steps):  # local epochs, PFLlib's loop over its shuffled loader
+                    steps, _ = meta_batches(rng, n_view, batch)
+                    sizes = np.full(m, batch, dtype=np.int64)
+                    for first, second, on in steps:
+                        on = on if clients is None else on[clients]
+                        theta = _meta_step(backend, index_view(view, first, sizes), index_view(view, second, sizes),
+                                           theta, rows, clients, alpha * on, beta * on, "fo", delta)
             if v["meta_weights"] == "uniform":
                 w = backend.combine(np.full((c, 1), 1.0 / c), theta)  # Alg. 1: uniform average over A_k
             else:  # PFLlib serverbase.py:124-136: weights train_samples / total
