@@ -64,15 +64,20 @@ def build_federation(dataset: str, clients: int, n_per_client: int, rng: np.rand
 
     ``draw="overlap"`` (Amazon only) lets the clients of one domain draw their reviews independently, so that they
     may share reviews: CLoVE's Amazon setting (1,000 reviews per client, Sec. 5.1) needs more reviews per domain
-    than two disjoint clients of the Blitzer copy hold.
+    than two disjoint clients of the Blitzer copy hold.  ``draw="split"`` (rotated and inverted images) splits one
+    permutation of the pool among all clients, as SR-FCA's public code (no image in two clusters; the default
+    ``"disjoint"`` is IFCA's: disjoint within a cluster, each cluster its own permutation).
     """
     dataset = check_choice("dataset", dataset, DATASETS)
     task = check_choice("task", task, ("classify", "reconstruct"))
     clients = check_int("clients", clients, low=1)
     n_per_client = check_int("n_per_client", n_per_client, low=1)
-    draw = check_choice("draw", draw, ("disjoint", "overlap"))
+    draw = check_choice("draw", draw, ("disjoint", "overlap", "split"))
     if draw == "overlap" and dataset != "amazon":
         raise ValueError(f"draw='overlap' is defined for the amazon dataset only, got dataset {dataset!r}")
+    if draw == "split" and not dataset.endswith(("-rotated", "-inverted")):
+        raise ValueError(f"draw='split' is defined for the rotated and inverted datasets only, got dataset "
+                         f"{dataset!r}")
     if dataset in ("femnist", "shakespeare"):
         return _leaf(dataset, clients, n_per_client, n_test, rng, data_dir)
     if dataset == "amazon":
@@ -83,7 +88,7 @@ def build_federation(dataset: str, clients: int, n_per_client: int, rng: np.rand
         clusters = 2  # Rotated CIFAR: 0 and 180 degrees (IFCA Sec. VI-B, SR-FCA Sec. 5)
     data = base.load(data_dir, int(rng.integers(2**31 - 1)))
     part = partition(kind, data.X_train, data.y_train, data.X_test, data.y_test, data.n_classes, clients,
-                     n_per_client, n_test, clusters, rng, alpha)
+                     n_per_client, n_test, clusters, rng, alpha, split=draw == "split")
     m, n, nt = part.X.shape[0], part.X.shape[1], part.X_test.shape[1]
     return NetFederation(dataset, part.X, part.y, np.full(m, n), part.X_test, part.y_test, np.full(m, nt),
                          part.clusters, data.n_classes, getattr(data, "vocab_size", None), task,

@@ -44,9 +44,10 @@ PARAMS: dict[str, Param] = {
     "n_per_client": Param("int", 100, "training samples per client n (a cap for LEAF users)", low=1),
     "n_test": Param("int", None, "test samples per client (default: n, limited by the test pool)", low=1),
     "clusters": Param("int", None, "true clusters K of the partition (default: the partition's own)", low=1),
-    "draw": Param("str", "disjoint", "amazon only: disjoint clients, or overlap (each client draws its reviews "
-                  "independently from its domain, as CLoVE's 1,000 reviews per client need)",
-                  choices=("disjoint", "overlap")),
+    "draw": Param("str", "disjoint", "disjoint clients; amazon: overlap (each client draws its reviews "
+                  "independently from its domain, as CLoVE's 1,000 reviews per client need); rotated/inverted: split "
+                  "(one permutation of the pool among all clients, SR-FCA's code; disjoint: one per cluster, IFCA's)",
+                  choices=("disjoint", "overlap", "split")),
     "alpha": Param("float", 0.5, "Dirichlet concentration of the dirichlet partition", low=0.0,
                    low_inclusive=False),
     "n_clusters": Param("int", None, "cluster models k of the algorithm (default: K, or 3 without ground truth)",

@@ -8,7 +8,10 @@ Feature / concept shifts (labels of a client are those of the pool):
 * ``rotated``: IFCA Sec. VI-B / SR-FCA Sec. 5 -- cluster c sees images rotated
   by ``c * 360/K`` degrees (K = 4: 0/90/180/270; K = 2: 0/180, Rotated CIFAR).
   As in IFCA's code, every cluster draws its clients' images from its own
-  random permutation of the whole pool, so an image can appear once per cluster.
+  random permutation of the whole pool, so an image can appear once per cluster;
+  with ``split=True`` one permutation of the pool is split among all clients,
+  so no image appears twice (SR-FCA's public code, ``src/datasets/simulated.py``
+  lines 13-18 and 21-30, with 100 x 600 = the whole MNIST training split).
 * ``inverted``: SR-FCA Sec. 5 -- cluster 1 sees ``1 - x``.
 * ``feature-skew``: CLoVE Sec. 5, which defines its feature skew as the same
   0/90/180/270 rotations; kept under CLoVE's name, drawn without replacement
@@ -85,8 +88,9 @@ def default_clusters(kind: str, n_classes: int) -> int:
 
 
 def partition(kind: str, X, y, X_test, y_test, n_classes: int, m: int, n: int, n_test: int | None,
-              K: int | None, rng: np.random.Generator, alpha: float = 0.5) -> Partition:
-    """Split pools into ``m`` clients of ``K`` clusters by ``kind`` (see the module docstring)."""
+              K: int | None, rng: np.random.Generator, alpha: float = 0.5, split: bool = False) -> Partition:
+    """Split pools into ``m`` clients of ``K`` clusters by ``kind`` (see the module docstring); ``split`` (rotated
+    and inverted only): one permutation of each pool split among all clients, none shared."""
     kind = check_choice("partition", kind, PARTITIONS)
     K = default_clusters(kind, n_classes) if K is None else check_int("clusters", K, low=1)
     m = check_int("clients", m, low=K)
@@ -102,7 +106,10 @@ def partition(kind: str, X, y, X_test, y_test, n_classes: int, m: int, n: int, n
             raise ValueError(f"clusters must be 2 for the inverted partition (x and 1 - x), got {K}")
         if kind == "rotated" and K not in (2, 4):
             raise ValueError(f"clusters must be 2 (0/180 degrees) or 4 (0/90/180/270) for rotations, got {K}")
-        part = _per_cluster_permutation(X, y, X_test, y_test, clusters, n, n_test, rng)
+        sample = _one_split if split else _per_cluster_permutation
+        part = sample(X, y, X_test, y_test, clusters, n, n_test, rng)
+    elif split:
+        raise ValueError(f"a split draw is defined for the rotated and inverted partitions, not {kind!r}")
     else:
         probs = _class_probabilities(kind, clusters, K, n_classes, rng, alpha)
         part = _by_class(X, y, X_test, y_test, probs, n, n_test, rng, kind)
@@ -130,6 +137,24 @@ def _per_cluster_permutation(X, y, Xt, yt, clusters, n, n_test, rng) -> Partitio
     want = n if n_test is None else n_test
     notes = [] if nt == want else [f"{nt} test samples per client (the test pool of {len(yt)} split among "
                                    f"{per.max()} clients per cluster), not {want}"]
+    return Partition(X[idx], y[idx], Xt[tidx], yt[tidx], clusters, notes)
+
+
+def _one_split(X, y, Xt, yt, clusters, n, n_test, rng) -> Partition:
+    """SR-FCA's public code (``simulated.py:13-30``): one permutation of each pool chunked into all clients."""
+    m = len(clusters)
+    if m * n > len(y):
+        raise ValueError(f"n_per_client={n} is too large for a split draw: {m} clients need {m * n} distinct training "
+                         f"samples, the pool has {len(y)}")
+    if m > len(yt):
+        raise ValueError(f"clients is too large for a split draw: {m} clients need a test sample each, the test "
+                         f"pool has {len(yt)}")
+    nt = _test_size(n, n_test, len(yt) // m)
+    idx = rng.permutation(len(y))[:m * n].reshape(m, n)
+    tidx = rng.permutation(len(yt))[:m * nt].reshape(m, nt)
+    want = n if n_test is None else n_test
+    notes = [] if nt == want else [f"{nt} test samples per client (the test pool of {len(yt)} split among {m} "
+                                   f"clients), not {want}"]
     return Partition(X[idx], y[idx], Xt[tidx], yt[tidx], clusters, notes)
 
 

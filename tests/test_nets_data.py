@@ -237,6 +237,43 @@ def test_rotated_partition_ifca():
         assert (tidx >= 0).all()  # test set from the same (rotated) distribution
 
 
+@pytest.mark.parametrize("kind, K", [("rotated", 4), ("inverted", 2)])
+def test_a_split_draw_uses_every_image_at_most_once(kind, K):
+    # SR-FCA's public code (simulated.py:13-30): one permutation of each pool among all clients, so with m * n =
+    # the pool every image is in exactly one client; the default draw repeats images across clusters
+    X, y = _pool(300)
+    Xt, yt = _pool(100, seed=1)
+    args = dict(m=10, n=30, n_test=None, K=K)
+    p = partition(kind, X, y, Xt, yt, 10, rng=np.random.default_rng(0), split=True, **args)
+    assert p.X.shape[:2] == (10, 30) and p.X_test.shape[:2] == (10, 10)  # 100 test images / 10 clients
+
+    def originals(images, pool):
+        out = []
+        for i in range(10):
+            c = p.clusters[i]
+            back = 1.0 - images[i] if (kind == "inverted" and c == 1) else np.rot90(images[i], k=-c, axes=(-2, -1))
+            # the nearest pool image (float32 error of 1 - (1 - x) can cross a rounding boundary of _find)
+            gap = np.abs(back.reshape(len(back), 1, -1) - pool.reshape(1, len(pool), -1)).max(-1)
+            out.append(np.where(gap.min(1) < 1e-5, gap.argmin(1), -1))
+        return np.concatenate(out)
+
+    train, test = originals(p.X, X), originals(p.X_test, Xt)
+    assert (train >= 0).all() and np.array_equal(np.sort(train), np.arange(300))  # each image exactly once
+    assert (test >= 0).all() and np.array_equal(np.sort(test), np.arange(100))
+    q = partition(kind, X, y, Xt, yt, 10, rng=np.random.default_rng(0), **args)
+    assert len(set(originals(q.X, X))) < 300  # per-cluster permutations: images shared across clusters
+
+
+def test_a_split_draw_is_refused_where_undefined():
+    X, y = _pool(300)
+    with pytest.raises(ValueError, match="split draw"):
+        partition("label-skew-1", X, y, X, y, 10, m=4, n=10, n_test=5, K=2, rng=np.random.default_rng(0), split=True)
+    with pytest.raises(ValueError, match="n_per_client=31 is too large for a split draw"):
+        partition("inverted", X, y, X, y, 10, m=10, n=31, n_test=5, K=2, rng=np.random.default_rng(0), split=True)
+    with pytest.raises(ValueError, match="draw='split'"):
+        build_federation("digits-label-skew-1", 4, 10, np.random.default_rng(0), draw="split")
+
+
 def test_inverted_and_two_cluster_rotation():
     X, y = _pool()
     p = partition("inverted", X, y, X, y, 10, m=4, n=10, n_test=5, K=None, rng=np.random.default_rng(1))

@@ -198,6 +198,21 @@ def test_a_minimal_ledger_loads(tmp_path):
     assert ledger.stale is None and ledger.suspects == ()
 
 
+def test_settings_that_follow_the_public_code_keep_the_cell_at_the_papers_setting(tmp_path):
+    # the published numbers came from the authors' code: running it where the text differs is their protocol
+    code = _setting("participation", klass="code", why="the code samples 10 clients per round").replace(
+        'where = "Sec. 5"', 'where = "Sec. 5; public code src/trainers.py:354-362"')
+    settings = [*(_setting(n) for n in SETTINGS_NETS), code]
+    ledger = load_ledger(_write(tmp_path, _ledger(settings)))
+    assert [s.name for s in ledger.as_code()] == ["participation"] and ledger.deviations() == ()
+    assert ledger.protocol_class() == "same"
+    assert ledger.summary() == "at the paper's setting; as its public code where the text differs on 1 (participation)"
+    # a code setting that cites no file and line is refused, naming the field
+    bare = [*(_setting(n) for n in SETTINGS_NETS), _setting("participation", klass="code", why="the code differs")]
+    with pytest.raises(ValueError, match="'where'.*file and line"):
+        load_ledger(_write(tmp_path, _ledger(bare)))
+
+
 SWAP = _setting("batch")  # the setting each case below replaces
 
 

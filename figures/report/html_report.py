@@ -445,6 +445,8 @@ def _setting_row(st) -> str:
         paper, toolkit, cls = _clip(st.paper, 100), "as the paper", ""
     elif st.klass == "paper silent":
         paper, toolkit, cls = "(silent)", _clip(st.value_for(), 120), ""
+    elif st.klass == "code":  # the published numbers' protocol: not a deviation
+        paper, toolkit, cls = _clip(st.paper), _clip(st.value_for()), ""
     else:
         paper, toolkit, cls = _clip(st.paper), _clip(st.value_for()), " class='v-bad'"
     return (f"<tr{cls}><td>{html.escape(st.name)}</td><td>{html.escape(st.klass)}</td><td>{inline(paper)}</td>"

@@ -8,8 +8,10 @@ the toolkit's value, and a class:
 * ``same`` -- the toolkit runs what the quoted sentence states;
 * ``paper silent`` -- the paper does not state it; ``where`` names the source used instead (public code file and
   line, another section, another paper, or the toolkit's own choice) and ``why`` says what was used;
-* ``deviates`` -- the toolkit runs something else than the paper states; ``why`` says why (say, the data copy
-  here holds fewer reviews per domain than the stated draw needs).
+* ``code`` -- the paper's text states something else, and the toolkit runs what the authors' public code that
+  produced the published numbers runs; ``where`` cites that code's file and line, ``why`` says how they differ;
+* ``deviates`` -- the toolkit runs something else than the paper states (and than its code, where one is cited);
+  ``why`` says why (say, the data copy here holds fewer reviews per domain than the stated draw needs).
 
 ``toolkit`` is one string, or a table by cell name (``folder:dataset:clients``) or by folder (a file covering several
 folders) where the cells differ.
@@ -19,10 +21,11 @@ folders) where the cells differ.
 published value) and ``cap`` (or ``cap_relative``) and ``why``: fixed from the paper and the unit before the runs
 are judged (:func:`figures.verdicts.rules.declared_margin`; a table no ledger covers uses the project's defaults).
 
-A cell with no ``deviates`` setting is at the paper's setting (:meth:`Ledger.protocol_class` ``"same"``); one
-with any is near the paper, its deviations declared (:meth:`Ledger.summary`).  ``tests/test_protocol_ledger.py``
-checks every quote against the paper text in ``../shared/papers``.  A malformed file raises ValueError naming the
-file and the field.
+A cell with no ``deviates`` setting is at the paper's setting (:meth:`Ledger.protocol_class` ``"same"``): the
+published numbers' protocol, which is the public code's where it and the text differ (``code`` settings, listed by
+:meth:`Ledger.summary`); one with any ``deviates`` setting is near the paper, its deviations declared.
+``tests/test_protocol_ledger.py`` checks every quote against the paper text in ``../shared/papers``.  A malformed
+file raises ValueError naming the file and the field.
 """
 
 from __future__ import annotations
@@ -43,7 +46,9 @@ __all__ = ["CLASSES", "HERE", "KINDS", "PAPERS", "PM_KINDS", "SETTINGS_NETS", "S
 HERE = Path(__file__).parent.parent / "published" / "protocols"
 PAPERS = ("IFCA", "SR-FCA", "CLoVE")
 KINDS = ("nets", "synthetic")
-CLASSES = ("same", "paper silent", "deviates")
+CLASSES = ("same", "paper silent", "code", "deviates")
+# a code setting's ``where`` cites a file and its line(s): "src/trainers.py:354-362", "simulated.py lines 13-18"
+_CODE_LINE = re.compile(r"\.\w{1,5}(:| lines? )\d+")
 # what a paper's "±" is: the spread of its seeds as a population SD (divisor n) or a sample SD (n - 1)
 PM_KINDS = ("population SD", "sample SD", "unstated")
 # the settings every ledger of a kind declares; further names are allowed
@@ -163,6 +168,11 @@ class Ledger:
         self._check_cell(cell)
         return tuple(s for s in self.settings if s.klass == "paper silent" and s.concerns(methods))
 
+    def as_code(self, cell: str | None = None, methods: Sequence[str] | None = None) -> tuple[Setting, ...]:
+        """The settings where the toolkit follows the authors' public code where the paper's text differs."""
+        self._check_cell(cell)
+        return tuple(s for s in self.settings if s.klass == "code" and s.concerns(methods))
+
     def protocol_class(self, cell: str | None = None, methods: Sequence[str] | None = None) -> str:
         """``"same"`` when no setting (that concerns a row of ``methods``) deviates from the paper's stated
         protocol, else ``"deviates"``."""
@@ -172,11 +182,14 @@ class Ledger:
         """One line: at or near the paper, the declared deviations and the settings the paper is silent on, e.g.
         ``near the paper: 3 declared deviations (clients; sampling; data source); paper silent on 4 (...)``."""
         dev, quiet = self.deviations(cell, methods), self.silent(cell, methods)
+        code = self.as_code(cell, methods)
         if dev:
             text = (f"near the paper: {len(dev)} declared deviation{'s' if len(dev) != 1 else ''} "
                     f"({'; '.join(s.name for s in dev)})")
         else:
             text = "at the paper's setting"
+        if code:
+            text += f"; as its public code where the text differs on {len(code)} ({'; '.join(s.name for s in code)})"
         if quiet:
             text += f"; paper silent on {len(quiet)} ({'; '.join(s.name for s in quiet)})"
         if self.stale is not None:
@@ -364,6 +377,9 @@ def _settings(r: _Reader, raw: Mapping, kind: str, folders: tuple[str, ...],
         why = r.text(entry, "why", f"{field} field 'why'", required=False, empty=True)
         if klass != "same" and not why.strip():
             raise r.fail(f"{field} field 'why'", f"required for class {klass!r}")
+        if klass == "code" and not _CODE_LINE.search(where):
+            raise r.fail(f"{field} field 'where'", "must cite the public code's file and line for class 'code' "
+                         "(e.g. 'src/trainers.py:354-362')")
         toolkit = _toolkit(r, entry, f"{field} field 'toolkit'", folders, cells)
         methods = r.texts(entry, "methods", f"{field} field 'methods'", required=False) if "methods" in entry else ()
         out.append(Setting(name, paper, source or str(raw.get("paper")), where, toolkit, klass, why, methods))
