@@ -150,11 +150,12 @@ def test_stored_fig3_sweep_is_a_paper_scale_row(tmp_path):
     both = [r for r in rows if "ifca_fig3a_full_code" in r.item and "σ=" in r.item]
     curves = [r for r in both if r.counted]
     assert len(curves) == 4 and all(r.item.startswith("IFCA Fig. 3(a)") for r in curves)
-    # near the paper (the code's theta* and success rule are declared deviations), each curve shown beside it under
-    # the text's one-to-one rule, not counted: at sigma = 0 that rule cannot pass
+    # at the paper's setting as its public code drew the figure (the code's theta* and success rule: ledger class
+    # 'code'), each curve shown beside it under the text's one-to-one rule, not counted: at sigma = 0 that rule
+    # cannot pass
     second = [r for r in both if not r.counted]
     assert len(second) == 4 and all("[second protocol: the text's one-to-one rule]" in r.item for r in second)
-    assert {r.protocol for r in both} == {"deviates"}
+    assert {r.protocol for r in both} == {"same"}
     assert next(r for r in second if "σ=0.0" in r.item).verdict.startswith("not resolved (flat at 0)")
     assert all(r.verdict.split(" (")[0] in ("agrees", "differs", "not resolved") for r in curves)
     assert all("800 data seeds" in r.note and "synth sweep" in r.note for r in curves)
