@@ -90,8 +90,7 @@ from synth.algorithms.srfca import (
     recluster,
     trimmed_mean_gd,
 )
-from synth.backend import project_ball, trimmed_mean
-from synth.theta import pairwise_distances
+from synth.backend import GLMBackend
 from synth.validation import check_choice, check_int, check_random_state, check_real
 
 from .arrays import Layout, cluster_models, replicate, split_clusters
@@ -164,7 +163,7 @@ class _Replies:
     """The :class:`~synth.algorithms.backend.ModelBackend` operations that synth's steps call, on numpy stacks.
 
     The data operations (``local_update``, ``client_gradients``) return the clients' replies of the round, rows in
-    the order of the clients the step was given; the stack operations are plain numpy (float64).
+    the order of the clients the step was given; the stack operations are :class:`synth.backend.GLMBackend`'s.
     """
 
     def __init__(self, n_params: int, n_samples=None, updates: np.ndarray | None = None,
@@ -187,36 +186,11 @@ class _Replies:
     def losses(self, models, clients=None):
         raise RuntimeError("losses come from the clients' query.losses replies and are passed in")
 
-    def combine(self, weights, values) -> np.ndarray:
-        return np.asarray(weights, dtype=np.float64).T @ np.asarray(values, dtype=np.float64)
-
-    def step(self, models, direction, lr) -> np.ndarray:
-        lr = np.broadcast_to(np.asarray(lr, dtype=np.float64), (len(models),))
-        return np.asarray(models, dtype=np.float64) - lr[:, None] * direction
-
-    def trimmed_mean(self, values, labels, n_groups: int, beta: float) -> np.ndarray:
-        values, labels = np.asarray(values, dtype=np.float64), np.asarray(labels, dtype=np.int64)
-        out = np.full((n_groups, values.shape[1]), np.nan)
-        for g in range(n_groups):  # loop over clusters, not clients
-            if (labels == g).any():
-                out[g] = trimmed_mean(values[labels == g], beta)
-        return out
-
-    def project(self, models, center, radius):
-        return project_ball(models, center, radius)
-
-    def distances(self, a, b) -> np.ndarray:
-        return pairwise_distances(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
-
-    def take(self, models, index) -> np.ndarray:
-        return np.asarray(models)[np.asarray(index, dtype=np.int64)]
-
-    def concat(self, stacks) -> np.ndarray:
-        return np.concatenate([np.atleast_2d(s) for s in stacks])
-
-    def to_numpy(self, models) -> np.ndarray:
-        return np.asarray(models, dtype=np.float64)
-
+    # the operations on model stacks: the numpy backend's own (one implementation), in float64
+    dtype = np.float64
+    combine, trimmed_mean, step, project = (GLMBackend.combine, GLMBackend.trimmed_mean, GLMBackend.step,
+                                            GLMBackend.project)
+    distances, take, concat, to_numpy = GLMBackend.distances, GLMBackend.take, GLMBackend.concat, GLMBackend.to_numpy
     from_numpy = to_numpy
 
 
