@@ -16,10 +16,9 @@ clients must answer (``docs/flower-contract.md``): Flower's ``train`` and ``eval
 averaging, ``query.gradient``.  :func:`nets.flower.torch_client.torch_client_app` makes such a ClientApp from any
 PyTorch ``nn.Module`` and DataLoaders.
 
-One module over 1,000 lines, not yet split: the three strategies share the reply checks (a malformed or
-non-finite reply loses its client), the exchange helpers and the result records; splitting them by strategy is
-the planned step together with retiring the private protocol (nets/flower/strategies.py and its client), which
-the public strategies are to replace.
+The three strategies share the reply check (:func:`reply_defect`: a malformed or non-finite reply loses its
+client; ``nets flower``'s strategies check the form of their replies with it too), the exchange helpers and the
+result records.
 
 Each algorithm exists once, in :mod:`synth.algorithms`; these strategies call its steps on the numbers the
 clients return (flat float64 vectors of the models, :class:`~nets.flower.arrays.Layout`):
