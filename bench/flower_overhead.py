@@ -251,7 +251,7 @@ def measure(clients: int, n: int, rounds: int, actors: int, paths: list[str]) ->
         rows["nets"] = measure_nets(params)
     polls = {label: pull for label, pull in (("cli-poll-0.1", (0.1, 0.1)), ("cli", None)) if label in paths}
     if polls:
-        from nets.flower.strategies import PULL_SECONDS, PULL_SECONDS_MAX
+        from nets.flower.session import PULL_SECONDS, PULL_SECONDS_MAX
 
         rows.update(measure_cli(params, actors, {k: v or (PULL_SECONDS, PULL_SECONDS_MAX) for k, v in polls.items()}))
     if "floor" in paths:

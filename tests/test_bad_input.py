@@ -325,6 +325,10 @@ EXEMPT = {
     "synth.algorithms.srfca.client_cluster_distances": "building block of SRFCA; inputs validated by SRFCA.fit",
     "synth.algorithms.srfca.cluster_distances": "building block of SRFCA; inputs validated by SRFCA.fit",
     "synth.algorithms.srfca.merge_weights": "building block of SRFCA; takes merge()'s validated output",
+    "synth.algorithms.srfca.auto_threshold": "any distance matrix: non-finite distances are skipped, fewer than two "
+                                             "clients give a positive threshold (tests/test_flower_defaults.py)",
+    "synth.algorithms.srfca.distance_quantiles": "any distance matrix: [] for fewer than two clients or no finite "
+                                                 "distance",
     "synth.algorithms.clove.used_models": "building block of CLoVE; takes the assignment of its own _assign",
     "synth.algorithms.clove.CLoVE": "covered as synth.algorithms.CLoVE",
     "synth.algorithms.clove.cluster_vectors": "building block of CLoVE; inputs validated by CLoVE.fit",

@@ -69,3 +69,55 @@ def test_public_client_contract_reproduces_nets_run(name, monkeypatch):
     if params.get("batch_size"):  # nets run's minibatches: each train message carries the client's sample order
         trains = [m for m in grid.sent if m.metadata.message_type == "train"]
         assert trains and all("order" in m.content["config"] for m in trains)
+
+
+def test_malformed_reply_loses_its_client_as_in_the_public_strategies():
+    """A reply whose model does not fit the network loses its client (``reply_defect``, the public strategies'
+    check) in that exchange, as a failing client: IFCA goes on with the round's other updates."""
+    from flwr.app import Array, ArrayRecord
+
+    params = {**BASE, "algo": "ifca"}
+
+    def broken(message, context):
+        reply = app(message, context)
+        if (message.metadata.message_type == "train" and context.node_config["partition-id"] == 2
+                and message.content["config"]["round"] == 1):
+            reply.content["arrays"] = ArrayRecord({"w": Array(np.zeros(3, dtype=np.float32))})
+        return reply
+
+    strategy = strategy_for(params)
+    strategy.start(InlineGrid(broken, params["clients"]))
+    lost = strategy.record["flower"]["lost"]
+    assert [(action, client) for _, action, client, _ in lost] == [("train", 2)]
+    assert "do not fit the model" in lost[0][3]
+    assert strategy.record["flower"]["rounds_without_answers"] == [] and strategy.record["test_accuracy"] is not None
+
+
+def test_result_holds_the_models_as_the_public_strategies_do():
+    """``start`` returns the public strategies' Result: one state_dict record per cluster model that cflab's network
+    loads, and each node's cluster (the record's clustering) and partition."""
+    from nets.flower.arrays import cluster_state_dict, split_clusters
+    from nets.models import model_factory
+
+    params = {**BASE, "algo": "ifca", "rounds": 1}
+    strategy = strategy_for(params)
+    result = strategy.start(InlineGrid(app, params["clients"]))
+    k = len(split_clusters(result.arrays))  # the models, of which the record counts the used clusters
+    assert k >= strategy.record["n_clusters"] >= 1 and strategy.labels.max() < k
+    facts = strategy._facts()
+    network = model_factory(facts["model"], tuple(facts["input_shape"]), facts["n_classes"], facts["vocab_size"])()
+    network.load_state_dict(cluster_state_dict(result, 0))
+    assignment, partitions = result.arrays["assignment"], result.arrays["partitions"]
+    labels = [assignment[node] for node in sorted(partitions, key=lambda n: partitions[n])]
+    assert labels == strategy.labels.tolist() and sorted(partitions.values()) == list(range(params["clients"]))
+
+
+def test_template_client_app_is_a_contract_error_before_the_first_round():
+    """A ClientApp from Flower's template (``train`` and ``evaluate`` only) cannot describe its partition: one
+    ClientContractError naming the message type and the contract, as the public strategies raise it."""
+    from nets.flower.clustered import ClientContractError
+    from tests.test_flower_template_client import template_app
+
+    strategy = strategy_for({**BASE, "algo": "ifca"})
+    with pytest.raises(ClientContractError, match=r"no client answers query\.losses .*flower-contract\.md"):
+        strategy.start(InlineGrid(template_app(), BASE["clients"]))

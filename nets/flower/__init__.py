@@ -19,6 +19,10 @@ For ``nets flower`` (cflab's data sets and networks, records identical to ``nets
 * :mod:`nets.flower.server` -- the ``ServerApp`` of ``flwr run`` and :func:`simulate`, which runs strategies
   under ``flwr.simulation.run_simulation`` (``python -m nets flower``).
 
+Both share the client contract's reply check (:func:`~nets.flower.clustered.reply_defect`), the stop-aware grid
+(:class:`~nets.flower.session.StoppableGrid`) and the form of ``Result.arrays``
+(:func:`~nets.flower.arrays.cluster_models`).
+
 The JSON record of a Flower run is that of ``nets run`` (same keys and, for the same settings, the same
 clustering every round and the same accuracy up to float rounding), plus ``flower``: exchanges, messages, time
 spent waiting for answers, lost clients.

@@ -16,10 +16,9 @@ clients must answer (``docs/flower-contract.md``): Flower's ``train`` and ``eval
 averaging, ``query.gradient``.  :func:`nets.flower.torch_client.torch_client_app` makes such a ClientApp from any
 PyTorch ``nn.Module`` and DataLoaders.
 
-One module over 1,000 lines, not yet split: the three strategies share the reply checks (a malformed or
-non-finite reply loses its client), the exchange helpers and the result records; splitting them by strategy is
-the planned step together with retiring the private protocol (nets/flower/strategies.py and its client), which
-the public strategies are to replace.
+The three strategies share the reply check (:func:`reply_defect`: a malformed or non-finite reply loses its
+client; ``nets flower``'s strategies check the form of their replies with it too), the exchange helpers and the
+result records.
 
 Each algorithm exists once, in :mod:`synth.algorithms`; these strategies call its steps on the numbers the
 clients return (flat float64 vectors of the models, :class:`~nets.flower.arrays.Layout`):
@@ -41,7 +40,7 @@ clients return (flat float64 vectors of the models, :class:`~nets.flower.arrays.
   :func:`~synth.algorithms.srfca.merge`: ``1 + n_refine * trmean_steps`` rounds, SR-FCA's communication rounds.
 
 Faults.  A client that fails (its reply is an error), does not answer within the round's timeout, or sends a
-malformed or non-finite reply (:meth:`ClusteredStrategy._defect`: arrays that are not the model's or hold NaN or
+malformed or non-finite reply (:func:`reply_defect`: arrays that are not the model's or hold NaN or
 inf, a ``num-examples`` that is not a number > 0, ...) is *lost* for that exchange: it leaves the exchange's
 aggregate (its cluster's model is the mean of the updates that arrived, not an average with the model it was
 sent) and is asked again in the next round.  SR-FCA resumes: a client lost in a TrimmedMeanGD step leaves that
@@ -61,7 +60,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterable
 from logging import INFO, WARNING
@@ -79,24 +77,27 @@ from synth.algorithms.clove import used_models
 from synth.algorithms.common import apply_round, assignment_weights, group_argmin, one_hot_runs
 from synth.algorithms.srfca import (
     DISTS,
+    QUANTILE_NAMES,
+    auto_threshold,
     client_cluster_distances,
     client_distances,
     cluster_distances,
+    distance_quantiles,
     merge,
     merge_weights,
     one_shot,
     recluster,
     trimmed_mean_gd,
 )
-from synth.backend import project_ball, trimmed_mean
-from synth.theta import pairwise_distances
+from synth.backend import GLMBackend
 from synth.validation import check_choice, check_int, check_random_state, check_real
 
 from .arrays import Layout, cluster_models, replicate, split_clusters
-from .session import pull_replies
+from .session import RunStopped, StoppableGrid
 
 __all__ = ["ARRAYS", "CLoVE", "CONFIG", "ClientContractError", "ClusteredResult", "ClusteredStrategy", "GRADIENT",
-           "IFCA", "LOSSES", "METRICS", "RoundFailed", "RunStopped", "SRFCA", "auto_threshold", "stop_running"]
+           "IFCA", "LOSSES", "METRICS", "RoundFailed", "RunStopped", "SRFCA", "auto_threshold", "reply_defect",
+           "stop_running"]
 
 # the client contract (docs/flower-contract.md): message types and the keys of their RecordDicts
 TRAIN = MessageType.TRAIN
@@ -157,36 +158,11 @@ class RoundFailed(RuntimeError):
     """A client was lost in a run with ``accept_failures=False``."""
 
 
-class RunStopped(RuntimeError):
-    """The strategy was stopped (its ``stop()``: :meth:`ClusteredStrategy.stop`, ``nets flower``'s
-    :meth:`~nets.flower.strategies.FlowerStrategy.stop`) during an exchange."""
-
-
-class _StoppableGrid:
-    """The run's grid, whose ``send_and_receive`` polls finely and ends at a :meth:`ClusteredStrategy.stop`."""
-
-    def __init__(self, grid: Grid, stop: threading.Event):
-        self._grid, self._stop = grid, stop
-
-    def __getattr__(self, name: str):
-        return getattr(self._grid, name)
-
-    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> list[Message]:
-        messages = list(messages)
-        if not messages:
-            return []
-        return pull_replies(self._grid, messages, 3600.0 if timeout is None else float(timeout), self._check)
-
-    def _check(self) -> None:
-        if self._stop.is_set():
-            raise RunStopped("the strategy was stopped")
-
-
 class _Replies:
     """The :class:`~synth.algorithms.backend.ModelBackend` operations that synth's steps call, on numpy stacks.
 
     The data operations (``local_update``, ``client_gradients``) return the clients' replies of the round, rows in
-    the order of the clients the step was given; the stack operations are plain numpy (float64).
+    the order of the clients the step was given; the stack operations are :class:`synth.backend.GLMBackend`'s.
     """
 
     def __init__(self, n_params: int, n_samples=None, updates: np.ndarray | None = None,
@@ -209,36 +185,11 @@ class _Replies:
     def losses(self, models, clients=None):
         raise RuntimeError("losses come from the clients' query.losses replies and are passed in")
 
-    def combine(self, weights, values) -> np.ndarray:
-        return np.asarray(weights, dtype=np.float64).T @ np.asarray(values, dtype=np.float64)
-
-    def step(self, models, direction, lr) -> np.ndarray:
-        lr = np.broadcast_to(np.asarray(lr, dtype=np.float64), (len(models),))
-        return np.asarray(models, dtype=np.float64) - lr[:, None] * direction
-
-    def trimmed_mean(self, values, labels, n_groups: int, beta: float) -> np.ndarray:
-        values, labels = np.asarray(values, dtype=np.float64), np.asarray(labels, dtype=np.int64)
-        out = np.full((n_groups, values.shape[1]), np.nan)
-        for g in range(n_groups):  # loop over clusters, not clients
-            if (labels == g).any():
-                out[g] = trimmed_mean(values[labels == g], beta)
-        return out
-
-    def project(self, models, center, radius):
-        return project_ball(models, center, radius)
-
-    def distances(self, a, b) -> np.ndarray:
-        return pairwise_distances(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
-
-    def take(self, models, index) -> np.ndarray:
-        return np.asarray(models)[np.asarray(index, dtype=np.int64)]
-
-    def concat(self, stacks) -> np.ndarray:
-        return np.concatenate([np.atleast_2d(s) for s in stacks])
-
-    def to_numpy(self, models) -> np.ndarray:
-        return np.asarray(models, dtype=np.float64)
-
+    # the operations on model stacks: the numpy backend's own (one implementation), in float64
+    dtype = np.float64
+    combine, trimmed_mean, step, project = (GLMBackend.combine, GLMBackend.trimmed_mean, GLMBackend.step,
+                                            GLMBackend.project)
+    distances, take, concat, to_numpy = GLMBackend.distances, GLMBackend.take, GLMBackend.concat, GLMBackend.to_numpy
     from_numpy = to_numpy
 
 
@@ -317,7 +268,7 @@ class ClusteredStrategy(Strategy):
         self.num_rounds = 0
         self.running = False
         self._stop = threading.Event()
-        self._grid: _StoppableGrid | None = None
+        self._grid: StoppableGrid | None = None
         self._timeout = 3600.0
         self._asked: dict[str, list[int]] = {}
         self._round_lost: set[int] = set()
@@ -350,11 +301,15 @@ class ClusteredStrategy(Strategy):
         self._timeout = check_real("timeout", timeout, low=0.0, low_inclusive=False)
         _check_train_config(train_config)
         self.models = self._initial_models(initial_arrays)
-        self._grid = _StoppableGrid(grid, self._stop)
+        self._grid = StoppableGrid(grid, self._stop)
         self.running = True
         _RUNNING.add(self)
         try:
-            self._wait_for_nodes()
+            want = self.min_available_nodes
+            self._grid.wait_for_nodes(want, self.start_timeout, f"{self.algorithm}: waiting for {want} nodes (%d "
+                                      "connected)", lambda n: f"{n} nodes connected within {self.start_timeout:g} s; "
+                                      f"{type(self).__name__} waits for min_available_nodes={want} (a simulation: "
+                                      f"num-supernodes, e.g. flwr run . --federation-config \"num-supernodes={want}\")")
             server_fn = None
             if evaluate_fn is not None:
                 def server_fn(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
@@ -486,23 +441,6 @@ class ClusteredStrategy(Strategy):
         """After the last round (SR-FCA places its unassigned clients)."""
 
     # ------------------------------------------------------------------ nodes and messages
-    def _wait_for_nodes(self) -> None:
-        deadline = time.monotonic() + self.start_timeout
-        said = False
-        while len(self._nodes()) < self.min_available_nodes:
-            if self._stop.is_set():
-                raise RunStopped("the strategy was stopped")
-            if not said:
-                log(INFO, "%s: waiting for %d nodes (%d connected)", self.algorithm, self.min_available_nodes,
-                    len(self._nodes()))
-                said = True
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{len(self._nodes())} nodes connected within {self.start_timeout:g} s; "
-                                   f"{type(self).__name__} waits for min_available_nodes={self.min_available_nodes} "
-                                   f"(a simulation: num-supernodes, e.g. flwr run . --federation-config "
-                                   f"\"num-supernodes={self.min_available_nodes}\")")
-            time.sleep(0.05)
-
     def _nodes(self) -> list[int]:
         return sorted(int(n) for n in self._grid.get_node_ids())
 
@@ -524,7 +462,7 @@ class ClusteredStrategy(Strategy):
                  asked: list[int] | None = None, models: int | None = None,
                  choose: bool = False) -> dict[int, RecordDict]:
         """The valid replies' contents by node; the nodes asked that failed, did not answer or sent a malformed or
-        non-finite reply (:meth:`_defect`; ``models``: the models or gradients its ``arrays`` must hold;
+        non-finite reply (:func:`reply_defect`; ``models``: the models or gradients its ``arrays`` must hold;
         ``choose``: the message asked ``choose="lowest-loss"``, whose reply holds ``losses``) are lost.
 
         :class:`ClientContractError` when every node asked answered as a ClientApp that does not know the message:
@@ -545,7 +483,8 @@ class ClusteredStrategy(Strategy):
                 if _UNKNOWN_MESSAGE.search(reason) or (choose and _STACKED_KEY.search(reason)):
                     unknown[node] = reason
                 continue
-            why = self._defect(msg.content, models)
+            why = reply_defect(msg.content, self.layout, models, weight_key=self.weighted_by_key,
+                               arrays_key=self.arrayrecord_key)
             if METRICS in msg.content.metric_records and _is_partition(msg.content[METRICS].get("partition-id")):
                 self.partitions[node] = int(msg.content[METRICS]["partition-id"])
             if why is None and choose and "losses" not in msg.content[METRICS]:
@@ -571,44 +510,6 @@ class ClusteredStrategy(Strategy):
     def _content(self, arrays: ArrayRecord, config: ConfigRecord) -> RecordDict:
         """A message's content: ``arrays`` and ``config`` under ``arrayrecord_key`` and ``configrecord_key``."""
         return RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: config})
-
-    def _defect(self, content: RecordDict, models: int | None) -> str | None:
-        """What makes a reply unusable, or None.  Its metrics: ``num-examples`` a finite number > 0,
-        ``partition-id`` an integer >= 0, every other metric a finite number or a list of finite numbers
-        (``losses`` may hold NaN and inf: NaN counts as +inf), ``train-loss`` and ``loss`` numbers.  Its
-        ``arrays`` (``models`` of them, stacked when more than one): the arrays of ``initial_arrays``, of their
-        shapes, all finite."""
-        if METRICS not in content.metric_records:
-            return f"its reply has no MetricRecord {METRICS!r}"
-        metrics = content[METRICS]
-        for key, value in metrics.items():
-            numbers = np.asarray(value if isinstance(value, list) else [value], dtype=np.float64)
-            if key in (self.weighted_by_key, "partition-id", "train-loss", "loss") and isinstance(value, list):
-                return f"{key} is a list ({value!r}), not a number"
-            if key == self.weighted_by_key and not (np.isfinite(value) and value > 0):
-                return f"{key} is {value!r}, not a finite number > 0"
-            if key == "partition-id" and not _is_partition(value):
-                return f"partition-id is {value!r}, not an integer >= 0"
-            if key != "losses" and not np.isfinite(numbers).all():
-                return f"metric {key!r} is not finite ({value!r})"
-        if models is None:
-            return None
-        if self.arrayrecord_key not in content.array_records:
-            return f"its reply has no ArrayRecord {self.arrayrecord_key!r}"
-        try:
-            arrays = content[self.arrayrecord_key]
-            records = [arrays] if models == 1 else split_clusters(arrays)
-            if len(records) != models:
-                return f"its arrays hold {len(records)} models where {models} were due (one per run)"
-            vectors = [self.layout.flatten(r) for r in records]
-        except ValueError as exc:
-            return f"its arrays do not fit the model: {exc}"
-        for vector in vectors:
-            if not np.isfinite(vector).all():
-                bad = int(np.flatnonzero(~np.isfinite(vector))[0])
-                key = self.layout.keys[int(np.searchsorted(self.layout.offsets, bad, side="right")) - 1]
-                return f"its arrays hold non-finite values (array {key!r})"
-        return None
 
     def _lose(self, server_round: int, message_type: str, node: int, why: str) -> None:
         self.lost.append((server_round, message_type, node, why))
@@ -682,45 +583,6 @@ class ClusteredStrategy(Strategy):
         return out
 
 
-QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
-QUANTILE_NAMES = ("min", "10%", "25%", "median", "75%", "90%", "max")
-AUTO_MIN_RATIO = 2.0  # SR-FCA's threshold="auto": the smallest ratio of neighbouring sorted distances that is a gap
-
-
-def _distance_quantiles(D: np.ndarray) -> list[float]:
-    """The :data:`QUANTILES` of the distances between distinct clients (``D``'s upper triangle); [] for fewer
-    than two clients."""
-    D = np.asarray(D, dtype=np.float64)
-    if D.ndim != 2 or len(D) < 2:
-        return []
-    upper = D[np.triu_indices(len(D), 1)]
-    upper = upper[np.isfinite(upper)]
-    return [float(q) for q in np.quantile(upper, QUANTILES)] if len(upper) else []
-
-
-def auto_threshold(D: np.ndarray) -> float:
-    """SR-FCA's ``threshold="auto"``: a cut at the largest gap of the sorted pairwise distances ``D`` (upper
-    triangle, finite values).
-
-    The gap is the largest ratio ``b / a`` of neighbours ``a < b`` among the positive distances, and the threshold
-    their geometric mean ``sqrt(a * b)``; a ratio below :data:`AUTO_MIN_RATIO` (2) is no gap.  Without one, zero
-    distances (identical local models) against positive ones are the gap (threshold: half the smallest positive
-    distance), and otherwise the clients are one group (threshold: the largest distance, every pair joined).
-    """
-    D = np.asarray(D, dtype=np.float64)
-    d = D[np.triu_indices(len(D), 1)] if D.ndim == 2 else np.zeros(0)
-    d = np.sort(d[np.isfinite(d)])
-    positive = d[d > 0]
-    if len(positive) >= 2:
-        ratios = positive[1:] / positive[:-1]
-        i = int(ratios.argmax())
-        if ratios[i] >= AUTO_MIN_RATIO:
-            return float(np.sqrt(positive[i] * positive[i + 1]))
-    if len(positive) and len(positive) < len(d):
-        return float(positive[0] / 2)
-    return float(positive[-1]) if len(positive) else float(np.finfo(np.float64).tiny)
-
-
 def _check_train_config(config: ConfigRecord | None) -> None:
     """``train_config``'s ``lr`` (a finite number > 0) and ``local-steps`` (an integer >= 0), which override the
     strategy's own, checked as the strategy checks its arguments."""
@@ -734,6 +596,49 @@ def _check_train_config(config: ConfigRecord | None) -> None:
             raise ValueError(f"train_config['lr'] must be a finite number > 0, got {config['lr']!r}")
     if "local-steps" in config:
         check_int("train_config['local-steps']", config["local-steps"], low=0)
+
+
+def reply_defect(content: RecordDict, layout: Layout, models: int | None, *, weight_key: str = NUM_EXAMPLES,
+                 arrays_key: str = ARRAYS, values: bool = True) -> str | None:
+    """What makes a reply unusable, or None: the one reply check of both Flower paths.
+
+    Its metrics: ``weight_key`` (``num-examples``) a finite number > 0, ``partition-id`` an integer >= 0, every
+    other metric a finite number or a list of finite numbers (``losses`` may hold NaN and inf: NaN counts as +inf),
+    ``train-loss`` and ``loss`` numbers.  Its ``arrays`` (``models`` of them, stacked when more than one): the
+    arrays of ``layout``, of their shapes, all finite.  ``values=False`` checks the reply's form only (which
+    records, which arrays of which shapes, numbers where numbers are due), not its numbers: ``nets flower`` keeps a
+    non-finite model or loss, as ``nets run`` does, for the estimator to judge (a diverged run).
+    """
+    if METRICS not in content.metric_records:
+        return f"its reply has no MetricRecord {METRICS!r}"
+    for key, value in content[METRICS].items():
+        numbers = np.asarray(value if isinstance(value, list) else [value], dtype=np.float64)
+        if key in (weight_key, "partition-id", "train-loss", "loss") and isinstance(value, list):
+            return f"{key} is a list ({value!r}), not a number"
+        if values and key == weight_key and not (np.isfinite(value) and value > 0):
+            return f"{key} is {value!r}, not a finite number > 0"
+        if key == "partition-id" and not _is_partition(value):
+            return f"partition-id is {value!r}, not an integer >= 0"
+        if values and key != "losses" and not np.isfinite(numbers).all():
+            return f"metric {key!r} is not finite ({value!r})"
+    if models is None:
+        return None
+    if arrays_key not in content.array_records:
+        return f"its reply has no ArrayRecord {arrays_key!r}"
+    try:
+        arrays = content[arrays_key]
+        records = [arrays] if models == 1 else split_clusters(arrays)
+        if len(records) != models:
+            return f"its arrays hold {len(records)} models where {models} were due (one per run)"
+        vectors = [layout.flatten(r) for r in records]
+    except ValueError as exc:
+        return f"its arrays do not fit the model: {exc}"
+    for vector in vectors if values else ():
+        if not np.isfinite(vector).all():
+            bad = int(np.flatnonzero(~np.isfinite(vector))[0])
+            key = layout.keys[int(np.searchsorted(layout.offsets, bad, side="right")) - 1]
+            return f"its arrays hold non-finite values (array {key!r})"
+    return None
 
 
 def _is_partition(value) -> bool:
@@ -1276,7 +1181,7 @@ class SRFCA(ClusteredStrategy):
         stack = np.stack([self.local[n] for n in nodes])
         replies = _Replies(self.layout.n_params, [self.n_samples[n] for n in nodes])
         D = client_distances(replies, stack, self.dist, L)
-        self.distance_quantiles = _distance_quantiles(D)
+        self.distance_quantiles = distance_quantiles(D)
         if self.auto:
             self.threshold = auto_threshold(D)
         if self.distance_quantiles:

@@ -31,9 +31,10 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from logging import INFO
 from typing import Any
 
-__all__ = ["MARKER", "Interrupted", "marked_processes", "ray_session"]
+__all__ = ["MARKER", "Interrupted", "RunStopped", "StoppableGrid", "marked_processes", "pull_replies", "ray_session"]
 
 # the environment variable whose value (unique per run) every process of the run's Ray instance inherits
 MARKER = "CFLAB_FLOWER_RUN"
@@ -286,3 +287,48 @@ def pull_replies(grid, messages: list, timeout: float, check_stop: Callable[[], 
             return out
         time.sleep(min(pause, left))
         pause = shortest if got else min(2 * pause, max(longest, shortest))
+
+
+class RunStopped(RuntimeError):
+    """A strategy was stopped (its ``stop()``) during an exchange or while it waited for its nodes."""
+
+
+class StoppableGrid:
+    """A run's grid for both Flower paths: ``send_and_receive`` polls finely (:func:`pull_replies`) and, as
+    :meth:`check` and :meth:`wait_for_nodes` do, raises :class:`RunStopped` (``why``) once ``stop`` is set."""
+
+    def __init__(self, grid, stop: threading.Event, why: str = "the strategy was stopped",
+                 pull_seconds: tuple[float, float] | None = None):
+        self._grid, self._stop, self._why = grid, stop, why
+        self.pull_seconds = pull_seconds or (PULL_SECONDS, PULL_SECONDS_MAX)  # the poll's shortest, longest pause
+
+    def __getattr__(self, name: str):
+        return getattr(self._grid, name)
+
+    def check(self) -> None:
+        if self._stop.is_set():
+            raise RunStopped(self._why)
+
+    def send_and_receive(self, messages, *, timeout: float | None = None) -> list:
+        messages = list(messages)
+        if not messages:
+            return []
+        return pull_replies(self._grid, messages, 3600.0 if timeout is None else float(timeout), self.check,
+                            self.pull_seconds)
+
+    def wait_for_nodes(self, count: int, timeout: float, waiting: str, too_few: Callable[[int], str]) -> list[int]:
+        """The connected nodes' ids, sorted, once ``count`` are connected; a wait is logged once (``waiting %
+        connected``), and after ``timeout`` seconds it is ``TimeoutError(too_few(connected))``."""
+        from flwr.supercore import log
+
+        deadline = time.monotonic() + timeout
+        said = False
+        while len(nodes := sorted(int(n) for n in self._grid.get_node_ids())) < count:
+            self.check()
+            if not said:  # Flower's log: a run that waits says for what
+                log(INFO, waiting, len(nodes))
+                said = True
+            if time.monotonic() > deadline:
+                raise TimeoutError(too_few(len(nodes)))
+            time.sleep(0.05)
+        return nodes

@@ -35,7 +35,9 @@ run`` checks it, with the same functions and messages: the data's size, the fede
 the partition's clusters), the minibatch and cluster counts, and the estimated memory and (on a command line) time
 of the fit.
 
-Faults (:mod:`nets.flower.backend`): a client that fails or times out in an IFCA, FedAvg or CLoVE round leaves
+Faults (:mod:`nets.flower.backend`): a client that fails, times out or sends a malformed reply (the public
+strategies' check, :func:`~nets.flower.clustered.reply_defect`, of the reply's form: a non-finite model or loss is
+kept for the estimator to judge, as in ``nets run``) in an IFCA, FedAvg or CLoVE round leaves
 that round's participants (the participation subsets ``M_t`` / ``M^(t)`` of both papers) and is asked again in
 the next; a failing client is one :class:`ClientFailed` warning line (its id and its exception's message).  The
 record counts, round by round, the clients that answered (``flower.answered``) and names the rounds in which none
@@ -79,11 +81,22 @@ from ..device import resolve_device
 from ..evaluate import clustering_scores, mean_scores, train_identity_scores
 from ..functional import FunctionalModel
 from ..models import MODELS, model_factory
-from .arrays import Layout, split_clusters
+from .arrays import Layout, cluster_models, split_clusters
 from .backend import Answers, ClientsLost, FederatedBackend
 from .client import EXPERIMENT
-from .clustered import _RUNNING, ARRAYS, CHOOSE_LOWEST, CONFIG, METRICS, NUM_EXAMPLES, RunStopped
-from .session import PULL_SECONDS, PULL_SECONDS_MAX, pull_replies
+from .clustered import (
+    _RUNNING,
+    _UNKNOWN_MESSAGE,
+    ARRAYS,
+    CHOOSE_LOWEST,
+    CONFIG,
+    METRICS,
+    NUM_EXAMPLES,
+    ClientContractError,
+    ClusteredResult,
+    reply_defect,
+)
+from .session import RunStopped, StoppableGrid
 
 __all__ = ["STRATEGIES", "CLoVEStrategy", "ClientFailed", "FlowerStrategy", "GlobalStrategy", "IFCAStrategy",
            "LocalStrategy", "RunStopped", "SRFCAStrategy", "strategy_for"]
@@ -100,10 +113,6 @@ class ClientFailed(UserWarning):
     prints it when it happens, ``immediate``)."""
 
     immediate = True
-
-
-
-
 
 
 @dataclass
@@ -166,7 +175,7 @@ class FlowerStrategy(Strategy):
 
     def __init__(self, params: dict[str, Any], algo_params: dict[str, Any] | None = None, *, history: bool = False,
                  timeout: float = 600.0, start_timeout: float = 600.0, faults: list[dict] | tuple = ()):
-        from ..experiment import validate_params
+        from ..experiment import _hyper, check_algo_params, validate_params
 
         params = dict(params)
         params.setdefault("algo", self.algo)
@@ -180,8 +189,7 @@ class FlowerStrategy(Strategy):
             raise ValueError("share='last' (IFCA weight sharing) is not available in a Flower run")
         if self.p.get("validation", 0.0) > 0:  # the clients would train on the held-out samples without a word
             raise ValueError("validation is not available in a Flower run: its clients hold out no validation split")
-        self.algo_params = _check_algo_params(self.algo, algo_params)
-        from ..experiment import _hyper
+        self.algo_params = check_algo_params(self.algo, algo_params)
 
         # the estimator's own checks of its hyper-parameters (e.g. SR-FCA's threshold), before any message
         make_estimator(self.algo, _hyper(self.p, ALGOS[self.algo], 1, self.p["init"], 0, np.random.default_rng(0),
@@ -194,6 +202,7 @@ class FlowerStrategy(Strategy):
         self.record: dict[str, Any] | None = None
         self._known: dict | None = None  # the federation's facts, once built (preflight)
         self.round_labels: list[np.ndarray] = []  # the labels the estimator's monitor saw, call by call
+        self.labels = np.zeros(0, dtype=np.int64)  # each client's final cluster (-1: none)
         self._grid: Grid | None = None
         self._pending: _Pending | None = None
         self._log = _Log()
@@ -201,7 +210,7 @@ class FlowerStrategy(Strategy):
         self._nodes = np.zeros(0, dtype=np.uint64)  # node ids are 64-bit unsigned
         self._stop = threading.Event()
         self.running = False  # in start(): the ServerApp thread runs this strategy
-        self.pull_seconds = (PULL_SECONDS, PULL_SECONDS_MAX)  # the poll's shortest and longest pause
+        self.pull_seconds: tuple[float, float] | None = None  # the poll's shortest and longest pause (default)
         # the local models (train) kept across restarts: (request key) -> (rows, metrics) of one client
         self._kept: dict[tuple, tuple[np.ndarray | None, dict[str, np.ndarray]]] = {}
 
@@ -237,14 +246,6 @@ class FlowerStrategy(Strategy):
     def stop(self) -> None:
         """End the run at its next exchange (or now, if it waits for one): it raises :class:`RunStopped`."""
         self._stop.set()
-
-    def _check_stop(self) -> None:
-        if self._stop.is_set():
-            raise RunStopped(f"{type(self).__name__} stopped: the simulation was interrupted")
-
-    def _send_and_receive(self, messages: list[Message], timeout: float) -> list[Message]:
-        """``Grid.send_and_receive`` that a :meth:`stop` ends within :data:`PULL_SECONDS_MAX`."""
-        return pull_replies(self._grid, messages, timeout, self._check_stop, self.pull_seconds)
 
     # ---------------------------------------------------------------- Flower's Strategy API
     def summary(self) -> None:
@@ -301,10 +302,16 @@ class FlowerStrategy(Strategy):
             if msg.has_error():
                 self._lose(server_round, p.action, int(p.clients[a]), _reason(msg.error.reason), failed=True)
                 continue
-            metrics = dict(msg.content[METRICS])
-            if int(metrics.get("partition-id", -1)) != int(p.clients[a]):
-                self._lose(server_round, p.action, int(p.clients[a]), "answered for another partition")
+            # a malformed reply loses its client (reply_defect, the public strategies' check: its form only, a
+            # non-finite model or loss is the estimator's to judge, as in nets run)
+            due = len(p.rows[a]) if p.rows is not None and p.action in ("train", "query.gradient") else None
+            why = reply_defect(msg.content, self._layout, due, values=False)
+            if why is None and int(msg.content[METRICS].get("partition-id", -1)) != int(p.clients[a]):
+                why = "answered for another partition"
+            if why is not None:
+                self._lose(server_round, p.action, int(p.clients[a]), why)
                 continue
+            metrics = dict(msg.content[METRICS])
             got[a] = (metrics, self._vectors(msg.content[ARRAYS]) if ARRAYS in msg.content else None)
         answered = np.array([g is not None for g in got], dtype=bool)
         for a in np.flatnonzero(~answered):
@@ -342,7 +349,9 @@ class FlowerStrategy(Strategy):
 
         The estimator draws its initial models from the run's seed, as ``nets run`` does, so ``initial_arrays``
         must be empty; ``num_rounds`` (if given) must equal the ``rounds`` parameter.  ``train_config``,
-        ``evaluate_config`` and ``evaluate_fn`` are not used: the parameters say everything.
+        ``evaluate_config`` and ``evaluate_fn`` are not used: the parameters say everything.  The ``Result`` is the
+        public strategies' (:class:`~nets.flower.clustered.ClusteredResult`): ``arrays`` holds one ``state_dict``
+        record per model and each node's cluster and partition (:func:`~nets.flower.arrays.cluster_models`).
         """
         if initial_arrays is not None and len(initial_arrays):
             raise ValueError("the initial models are drawn from the run's seed (as in nets run); pass no "
@@ -351,20 +360,24 @@ class FlowerStrategy(Strategy):
             raise ValueError(f"num_rounds={num_rounds} differs from the rounds parameter ({self.p['rounds']})")
         if timeout is not None:
             self.timeout = check_real("timeout", timeout, low=0.0, low_inclusive=False)
-        self._grid = grid
+        self._grid = StoppableGrid(grid, self._stop, f"{type(self).__name__} stopped: the simulation was interrupted",
+                                   self.pull_seconds)
         log(INFO, "Starting %s:", type(self).__name__)
         self.summary()
         self.running = True
         _RUNNING.add(self)  # stop_running() (the app runner's Ctrl-C) ends it as it ends the public strategies
         try:
-            self._check_stop()
+            self._grid.check()
             facts = self._describe()
             models, scores = self._run(facts)
         finally:
             self.running = False
             _RUNNING.discard(self)
-        result = Result()
-        result.arrays = ArrayRecord({"models": Array(np.ascontiguousarray(models))})
+        # the public strategies' Result: one state_dict record per model, each node's cluster and partition
+        nodes = [int(n) for n in self._nodes]
+        result = ClusteredResult(arrays=cluster_models([self._layout.unflatten(row) for row in models],
+                                                       dict(zip(nodes, self.labels.tolist(), strict=True)),
+                                                       {n: i for i, n in enumerate(nodes)}))
         for row in self._monitor.rows:  # the selected run's clustering, round by round (Flower counts from 1)
             if row["run"] == self._best_run:
                 out = {"clusters": sum(1 for c in row["cluster-sizes"] if c > 0),
@@ -447,7 +460,7 @@ class FlowerStrategy(Strategy):
         configure = self.configure_evaluate if evaluate else self.configure_train
         messages = configure(server_round, arrays, cfg, self._grid)
         t0 = time.perf_counter()
-        replies = self._send_and_receive(messages, self.timeout) if messages else []
+        replies = self._grid.send_and_receive(messages, timeout=self.timeout)
         self._log.waits.append(time.perf_counter() - t0)
         self._log.seconds += self._log.waits[-1]
         self._log.messages += len(messages)
@@ -473,19 +486,10 @@ class FlowerStrategy(Strategy):
     def _describe(self) -> dict:
         """Wait for one SuperNode per client; learn each node's partition, sample counts and true cluster."""
         m = int(self.p["clients"])
-        deadline = time.monotonic() + self.start_timeout
-        said = False
-        while len(nodes := sorted(int(n) for n in self._grid.get_node_ids())) < m:
-            self._check_stop()
-            if not said:  # Flower's log: a run that waits says for what
-                log(INFO, "%s: waiting up to %g s for %d SuperNodes, one per client (%d connected)", self.algo,
-                    self.start_timeout, m, len(nodes))
-                said = True
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{len(nodes)} SuperNodes connected within {self.start_timeout:g} s; the run "
-                                   f"needs one per client ({m}): flwr run . --federation-config "
-                                   f"\"num-supernodes={m}\"")
-            time.sleep(0.05)
+        nodes = self._grid.wait_for_nodes(
+            m, self.start_timeout, f"{self.algo}: waiting up to {self.start_timeout:g} s for {m} SuperNodes, one per "
+            "client (%d connected)", lambda n: f"{n} SuperNodes connected within {self.start_timeout:g} s; the run "
+            f"needs one per client ({m}): flwr run . --federation-config \"num-supernodes={m}\"")
         if len(nodes) != m:
             raise ValueError(f"the federation has {len(nodes)} SuperNodes but the run has {m} clients: run one "
                              f"SuperNode per client (--clients {len(nodes)}, or num-supernodes={m})")
@@ -497,10 +501,15 @@ class FlowerStrategy(Strategy):
             self._log.exchanges += 1
             messages = self.configure_train(self._log.exchanges, ArrayRecord(), ConfigRecord(
                 {"server-round": self._log.exchanges}), self._grid)
-            replies = self._send_and_receive(messages, self.start_timeout)
+            replies = self._grid.send_and_receive(messages, timeout=self.start_timeout)
         finally:
             self.timeout = keep
         errors = [_reason(r.error.reason) for r in replies if r.has_error()]
+        if errors and len(errors) == m and all(_UNKNOWN_MESSAGE.search(e) for e in errors):  # as the public ones
+            raise ClientContractError(
+                f"{type(self).__name__}: no client answers query.losses ({errors[0]}); the ClientApp must answer the "
+                "message types of docs/flower-contract.md (train, evaluate, query.losses, query.gradient; "
+                "nets.flower.client.app does)")
         if errors:
             raise ValueError(f"a client could not set up its partition: {errors[0]}")
         if len(replies) < m:
@@ -589,6 +598,7 @@ class FlowerStrategy(Strategy):
         res = est.result_
         labels = np.full(m, -1, dtype=np.int64)
         labels[members] = res.labels
+        self.labels = labels
         final = self._score(res, spec.rule, labels, members)
         record = {
             "dataset": p["dataset"], "algo": algo, "model": name, "task": p["task"],
@@ -686,22 +696,6 @@ class _Monitor:
         rows = [r for r in self.rows if r["run"] == best_run]
         keys = ("ari", "misclustering", "test_accuracy", "test_loss")
         return {"rounds": [r["round"] for r in rows], **{k: [r.get(k) for r in rows] for k in keys}}
-
-
-def _check_algo_params(algo: str, algo_params: dict[str, Any] | None) -> dict[str, Any]:
-    """``nets run``'s rules for ``--algo-param`` pairs (:func:`nets.experiment.check_algo_params` where this
-    version has it), else: names the estimator declares."""
-    from .. import experiment
-
-    check = getattr(experiment, "check_algo_params", None)
-    if check is not None:
-        return check(algo, algo_params)
-    out = dict(algo_params or {})
-    declared = hyper_parameters(algo)
-    for key in out:
-        if key not in declared:
-            raise ValueError(f"algo {algo!r} has no hyper-parameter {key!r}{did_you_mean(str(key), declared)}")
-    return out
 
 
 def _clustering_scores(labels, truth) -> dict:

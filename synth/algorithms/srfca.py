@@ -32,9 +32,11 @@ from .result import FitResult, History, Monitor
 
 __all__ = [
     "SRFCA",
+    "auto_threshold",
     "cluster_distances",
     "client_cluster_distances",
     "client_distances",
+    "distance_quantiles",
     "local_models",
     "merge",
     "merge_weights",
@@ -594,3 +596,44 @@ class SRFCA(Estimator):
             extra = self.monitor(r, backend.to_numpy(models), labels.copy())
         history.record(r, labels, n_clusters=int(labels.max(initial=-1)) + 1,
                        unassigned=int((labels < 0).sum()), **extra)
+
+
+# ---------------------------------------------------------------- threshold from the distances
+# the quantiles of ONE_SHOT's pairwise distances that a run reports (the distribution a threshold cuts)
+QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
+QUANTILE_NAMES = ("min", "10%", "25%", "median", "75%", "90%", "max")
+AUTO_MIN_RATIO = 2.0  # SR-FCA's threshold="auto": the smallest ratio of neighbouring sorted distances that is a gap
+
+
+def distance_quantiles(D: np.ndarray) -> list[float]:
+    """The :data:`QUANTILES` of the distances between distinct clients (``D``'s upper triangle); [] for fewer
+    than two clients."""
+    D = np.asarray(D, dtype=np.float64)
+    if D.ndim != 2 or len(D) < 2:
+        return []
+    upper = D[np.triu_indices(len(D), 1)]
+    upper = upper[np.isfinite(upper)]
+    return [float(q) for q in np.quantile(upper, QUANTILES)] if len(upper) else []
+
+
+def auto_threshold(D: np.ndarray) -> float:
+    """SR-FCA's ``threshold="auto"``: a cut at the largest gap of the sorted pairwise distances ``D`` (upper
+    triangle, finite values).
+
+    The gap is the largest ratio ``b / a`` of neighbours ``a < b`` among the positive distances, and the threshold
+    their geometric mean ``sqrt(a * b)``; a ratio below :data:`AUTO_MIN_RATIO` (2) is no gap.  Without one, zero
+    distances (identical local models) against positive ones are the gap (threshold: half the smallest positive
+    distance), and otherwise the clients are one group (threshold: the largest distance, every pair joined).
+    """
+    D = np.asarray(D, dtype=np.float64)
+    d = D[np.triu_indices(len(D), 1)] if D.ndim == 2 else np.zeros(0)
+    d = np.sort(d[np.isfinite(d)])
+    positive = d[d > 0]
+    if len(positive) >= 2:
+        ratios = positive[1:] / positive[:-1]
+        i = int(ratios.argmax())
+        if ratios[i] >= AUTO_MIN_RATIO:
+            return float(np.sqrt(positive[i] * positive[i + 1]))
+    if len(positive) and len(positive) < len(d):
+        return float(positive[0] / 2)
+    return float(positive[-1]) if len(positive) else float(np.finfo(np.float64).tiny)
