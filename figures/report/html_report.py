@@ -430,10 +430,10 @@ def _ledgers_html() -> str:
         dev = sum(s.klass == "deviates" for s in led.settings)
         code = sum(s.klass == "code" for s in led.settings)
         rows = "".join(_setting_row(st) for st in led.settings)
-        as_code = f", {code} as the authors' code where the text differs" if code else ""
+        as_code = f", {code} run as the authors' code where the text differs" if code else ""
         parts.append(f"<details><summary><b>{html.escape(key)}</b> <span class='kind'>{html.escape(led.paper)}, "
-                     f"{html.escape(led.kind)}; {dev} declared deviation{'s' * (dev != 1)}{as_code} of "
-                     f"{len(led.settings)} settings; {html.escape(', '.join(led.folders))}</span></summary>"
+                     f"{html.escape(led.kind)}; {len(led.settings)} settings: {dev} declared "
+                     f"deviation{'s' * (dev != 1)}{as_code}; {html.escape(', '.join(led.folders))}</span></summary>"
                      "<table><thead><tr><th>setting</th><th>class</th><th>paper</th><th>toolkit</th></tr></thead>"
                      f"<tbody>{rows}</tbody></table><p class='note'>Why, and where the paper says it: "
                      f"<code>{html.escape(str(led.path.name))}</code>.</p></details>")
