@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from synth.validation import check_choice, check_int
+from synth.validation import check_choice, check_int, check_real
 
 from .data import load_ag_news, load_amazon, load_cifar10, load_digits, load_leaf, load_mnist
 from .federation import NetFederation
@@ -59,20 +59,27 @@ def default_model(dataset: str, task: str = "classify") -> str:
 
 def build_federation(dataset: str, clients: int, n_per_client: int, rng: np.random.Generator, *,
                      n_test: int | None = None, clusters: int | None = None, alpha: float = 0.5,
-                     task: str = "classify", data_dir=None, draw: str = "disjoint") -> NetFederation:
+                     task: str = "classify", data_dir=None, draw: str = "disjoint",
+                     input_scale: float = 1.0) -> NetFederation:
     """Load a dataset and split it into ``clients`` clients (see the module docstring).
 
     ``draw="overlap"`` (Amazon only) lets the clients of one domain draw their reviews independently, so that they
     may share reviews: CLoVE's Amazon setting (1,000 reviews per client, Sec. 5.1) needs more reviews per domain
     than two disjoint clients of the Blitzer copy hold.  ``draw="split"`` (rotated and inverted images) splits one
     permutation of the pool among all clients, as SR-FCA's public code (no image in two clusters; the default
-    ``"disjoint"`` is IFCA's: disjoint within a cluster, each cluster its own permutation).
+    ``"disjoint"`` is IFCA's: disjoint within a cluster, each cluster its own permutation).  ``input_scale``
+    multiplies the images after the partition's transformation: 255 gives the raw pixels SR-FCA's public code feeds
+    for inverted MNIST (``src/datasets/client.py:60-65``: uint8 cast to float, ``255 - x`` inverted).
     """
     dataset = check_choice("dataset", dataset, DATASETS)
     task = check_choice("task", task, ("classify", "reconstruct"))
     clients = check_int("clients", clients, low=1)
     n_per_client = check_int("n_per_client", n_per_client, low=1)
     draw = check_choice("draw", draw, ("disjoint", "overlap", "split"))
+    input_scale = check_real("input_scale", input_scale, low=0.0, low_inclusive=False)
+    if input_scale != 1.0 and dataset.split("-")[0] not in ("digits", "mnist", "fmnist", "cifar"):
+        raise ValueError(f"input_scale is defined for image datasets (digits, mnist, fmnist, cifar), got dataset "
+                         f"{dataset!r}")
     if draw == "overlap" and dataset != "amazon":
         raise ValueError(f"draw='overlap' is defined for the amazon dataset only, got dataset {dataset!r}")
     if draw == "split" and not dataset.endswith(("-rotated", "-inverted")):
@@ -89,6 +96,8 @@ def build_federation(dataset: str, clients: int, n_per_client: int, rng: np.rand
     data = base.load(data_dir, int(rng.integers(2**31 - 1)))
     part = partition(kind, data.X_train, data.y_train, data.X_test, data.y_test, data.n_classes, clients,
                      n_per_client, n_test, clusters, rng, alpha, split=draw == "split")
+    if input_scale != 1.0:
+        part.X, part.X_test = part.X * np.float32(input_scale), part.X_test * np.float32(input_scale)
     m, n, nt = part.X.shape[0], part.X.shape[1], part.X_test.shape[1]
     return NetFederation(dataset, part.X, part.y, np.full(m, n), part.X_test, part.y_test, np.full(m, nt),
                          part.clusters, data.n_classes, getattr(data, "vocab_size", None), task,

@@ -48,6 +48,8 @@ PARAMS: dict[str, Param] = {
                   "independently from its domain, as CLoVE's 1,000 reviews per client need); rotated/inverted: split "
                   "(one permutation of the pool among all clients, SR-FCA's code; disjoint: one per cluster, IFCA's)",
                   choices=("disjoint", "overlap", "split")),
+    "input_scale": Param("float", 1.0, "image inputs multiplied by this after the partition (255: the raw pixels "
+                         "SR-FCA's public code feeds for inverted MNIST)", low=0.0, low_inclusive=False),
     "alpha": Param("float", 0.5, "Dirichlet concentration of the dirichlet partition", low=0.0,
                    low_inclusive=False),
     "n_clusters": Param("int", None, "cluster models k of the algorithm (default: K, or 3 without ground truth)",
@@ -179,7 +181,7 @@ def _federation_that_fits(p: dict[str, Any], data_ss: np.random.SeedSequence, ex
         try:  # the same data seed on every attempt: the result depends on the parameters only
             fed = build_federation(p["dataset"], p["clients"], n, np.random.default_rng(data_ss), n_test=p["n_test"],
                                    clusters=p["clusters"], alpha=p["alpha"], task=p["task"], data_dir=p["data_dir"],
-                                   draw=p["draw"])
+                                   draw=p["draw"], input_scale=p["input_scale"])
         except PoolTooSmallError as exc:
             if explicit_n or n <= 1:
                 raise

@@ -274,6 +274,17 @@ def test_a_split_draw_is_refused_where_undefined():
         build_federation("digits-label-skew-1", 4, 10, np.random.default_rng(0), draw="split")
 
 
+def test_input_scale_gives_the_raw_pixels_of_srfcas_code():
+    # SR-FCA's code feeds inverted MNIST as uint8 cast to float, 255 - x inverted: 255 times the [0, 1] images
+    base = build_federation("digits-inverted", 4, 10, np.random.default_rng(0), draw="split")
+    raw = build_federation("digits-inverted", 4, 10, np.random.default_rng(0), draw="split", input_scale=255.0)
+    np.testing.assert_allclose(raw.X, 255.0 * base.X, rtol=1e-6)
+    np.testing.assert_allclose(raw.X_test, 255.0 * base.X_test, rtol=1e-6)
+    assert np.array_equal(raw.y, base.y) and raw.X.max() > 1.0
+    with pytest.raises(ValueError, match="input_scale"):
+        build_federation("digits-inverted", 4, 10, np.random.default_rng(0), input_scale=0.0)
+
+
 def test_inverted_and_two_cluster_rotation():
     X, y = _pool()
     p = partition("inverted", X, y, X, y, 10, m=4, n=10, n_test=5, K=None, rng=np.random.default_rng(1))
