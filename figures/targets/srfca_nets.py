@@ -90,8 +90,12 @@ def _accuracy_key(ctx: Context, column: str, name: str) -> str:
 def _code_point(column: str, name: str, opts: dict) -> dict:
     """One method's point under the public code's protocol (see :data:`CODE`)."""
     c = CODE[column]
+    # draw="split": one permutation of the 60,000 images among the 100 clients, 100 test images each, as the code
+    # (src/datasets/simulated.py:13-30)
     base = dict(clients=100, n_per_client=600, model="mlp", optimizer="adam", batch_size=CODE_BATCH,
-                participation=1.0)
+                participation=1.0, draw="split")
+    if column == "MNIST (inverted)":  # the code's raw 0-255 pixels, 255 - x inverted (src/datasets/client.py:60-65)
+        base["input_scale"] = 255.0
     algo = opts["algo"]
     if algo == "srfca":
         return dict(**CODE_SRFCA, **base, threshold=c["lambda_code"] * CODE_BATCH, rounds=c["iterations"],
