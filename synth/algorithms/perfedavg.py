@@ -117,7 +117,7 @@ def index_view(view, index: np.ndarray, sizes: np.ndarray):
     return type(view)(replace(fed, X=X.astype(fed.X.dtype), y=y.astype(fed.y.dtype), n_samples=sizes))
 
 
-def meta_batches(rng: np.random.Generator, n: np.ndarray, batch: int) -> tuple[list, np.ndarray]:
+def meta_batches(rng: np.random.Generator, n: np.ndarray, batch: int) -> list:
     """One pass of PFLlib's Per-FedAvg loader (``clientperavg.py:23``: batches of ``2B``, shuffled,
     ``drop_last``): per meta-step s the positions ``(first, second)`` of steps 1 and 2, each ``(m, B)``, and
     the clients that have a step s (``floor(n_i / 2B)`` meta-steps per pass; a client with fewer than ``2B``
@@ -127,16 +127,15 @@ def meta_batches(rng: np.random.Generator, n: np.ndarray, batch: int) -> tuple[l
     keys[np.arange(keys.shape[1])[None, :] >= n[:, None]] = 2.0  # padding sorts last
     order = np.argsort(keys, axis=1, kind="stable")
     counts = n // (2 * batch)
+    fallback = np.minimum(np.arange(batch)[None, :], n[:, None] - 1)
     steps = []
     for s in range(int(counts.max(initial=0))):
         first = order[:, 2 * batch * s: 2 * batch * s + batch]
         second = order[:, 2 * batch * s + batch: 2 * batch * (s + 1)]
         # a client without step s gets valid positions (its first samples) and a zero step size
         done = counts <= s
-        first = np.where(done[:, None], np.minimum(np.arange(batch)[None, :], n[:, None] - 1), first)
-        second = np.where(done[:, None], np.minimum(np.arange(batch)[None, :], n[:, None] - 1), second)
-        steps.append((first, second, ~done))
-    return steps, counts
+        steps.append((np.where(done[:, None], fallback, first), np.where(done[:, None], fallback, second), ~done))
+    return steps
 
 
 def _meta_step(backend: ModelBackend, first, second, theta, rows, clients, alpha: np.ndarray, beta: np.ndarray,
@@ -253,7 +252,7 @@ class PerFedAvg(Estimator):
                     continue
                 n_view = np.asarray(getattr(view, "n_samples", backend.n_samples), dtype=np.int64)
                 for _ in range(self.local_steps):  # local epochs, PFLlib's loop over its shuffled loader
-                    steps, _ = meta_batches(rng, n_view, batch)
+                    steps = meta_batches(rng, n_view, batch)
                     sizes = np.full(m, batch, dtype=np.int64)
                     for first, second, on in steps:
                         on = on if clients is None else on[clients]
