@@ -351,7 +351,7 @@ def test_degenerate_clusterings_and_undefined_ratios_are_never_agreement():
     row = numeric_row("x", pub, 0.0, 0.0, 3, 1.0)
     (marked,) = judge_numbers(degenerate(recs, [row]))
     assert marked.verdict.startswith("shown (degenerate clustering: every client alone") and not marked.counted
-    far = numeric_row("y", lookup("CLoVE", "Table 10", "CLoVE", "Amazon Review"), 0.0, 0.0, 3, 1.0)
+    far = numeric_row("y", lookup("CLoVE", "Table 10", "CLoVE", "AG News"), 0.0, 0.0, 3, 1.0)
     (kept,) = judge_numbers(degenerate(recs, [far]))
     assert kept.verdict.startswith("differs") and "degenerate clustering" in kept.note
     undefined = not_agreement(numeric_row("z", pub, 0.0, 0.0, 3, 1.0), "undefined: 3 of 3 seeds end at ARI 0")

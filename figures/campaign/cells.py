@@ -128,9 +128,9 @@ def minimal_seeds(cell: Cell) -> int:
 
 def power_seeds(cell: Cell) -> int | None:
     """Seeds at which a perfect reproduction of each of the cell's published numbers agrees with probability 0.8
-    (:func:`figures.verdicts.power.seeds_needed` with Holm over its table, the number ``python paper_repro.py
-    --verdict-power`` prints), the largest over the numbers that reach it within 100 seeds; None when none does
-    (their margins are capped below what the paper's own spread allows)."""
+    within the unit's informative limit (:func:`figures.verdicts.power.seeds_needed` with Holm over its table, the
+    number ``python paper_repro.py --verdict-power`` prints), the largest over the numbers that reach it within 100
+    seeds; None when none does (the paper's own spread keeps their margins wider than the limit)."""
     needed = [n for n in (_seeds_needed(p.source()) for p in cell.published) if n is not None]
     return max(needed) if needed else None
 

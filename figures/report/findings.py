@@ -60,10 +60,17 @@ def _compact(tallies: dict) -> str:
         t = Tally(numbers=numbers)
         same, near = t.at("same"), t.at("deviates")
         rest = ", ".join(f"{t.count(h)} {h}" for h in (SHOWN, STALE, SUSPECT) if t.count(h))
-        lines.append(f"- **{paper}**: at the paper's setting {same[AGREES]} / {same[DIFFERS]} / {same[NOT_RESOLVED]}, "
-                     f"near it {near[AGREES]} / {near[DIFFERS]} / {near[NOT_RESOLVED]} (agree / differ / not resolved)"
+        lines.append(f"- **{paper}**: at the paper's setting {same[AGREES]}{_wide(same)} / {same[DIFFERS]} / "
+                     f"{same[NOT_RESOLVED]}, near it {near[AGREES]}{_wide(near)} / {near[DIFFERS]} / "
+                     f"{near[NOT_RESOLVED]} (agree / differ / not resolved)"
                      + (f"; {rest}" if rest else ""))
     return "\n".join(lines)
+
+
+def _wide(c) -> str:
+    from .headline import LOOSE
+
+    return f" (+{c[LOOSE]} wide)" if c[LOOSE] else ""
 
 
 def replace_block(text: str, block: str, where: str = "file") -> str:

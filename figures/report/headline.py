@@ -18,7 +18,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..verdicts.rules import AGREES, DIFFERS, NOT_RESOLVED, SHOWN, STALE, SUSPECT, head
+from ..verdicts.rules import AGREES, DIFFERS, NOT_RESOLVED, SHOWN, STALE, SUSPECT, WIDE, head, wide
 
 __all__ = ["CAPTIONS", "COMPARISON_SYSTEMS", "DATA_KINDS", "TABLES", "Tally", "classify", "data_kind",
            "headline_markdown", "paper_of", "paper_sentence_lines", "paper_sentences", "row_record", "system_rows",
@@ -82,6 +82,12 @@ def classify(record: dict) -> str:
 
 
 _TESTED = (AGREES, DIFFERS, NOT_RESOLVED, SHOWN)
+LOOSE = f"agrees {WIDE}"  # a published number's tally key: agreement within a margin wider than the informative limit
+
+
+def _number_head(verdict: str) -> str:
+    """A published number's verdict head for the counts: :data:`LOOSE` apart from ``agrees``."""
+    return LOOSE if wide(verdict) else _head(verdict)
 
 
 @dataclass
@@ -103,7 +109,7 @@ class Tally:
         """Verdict heads of the published values whose rows are at the paper's setting (``"same"``) or near it
         (declared deviations, or no ledger: any other class)."""
         want = protocol == "same"
-        return Counter(h for p, h in self.numbers.values() if (p == "same") == want and h in _TESTED[:3])
+        return Counter(h for p, h in self.numbers.values() if (p == "same") == want and h in (*_TESTED[:3], LOOSE))
 
     def count(self, word: str) -> int:
         return sum(1 for _, h in self.numbers.values() if h == word)
@@ -132,7 +138,7 @@ def tally(entries: list[tuple[str, str, str, list[dict]]]) -> dict[tuple[str, st
                     t.shown += 1
                 elif r.get("counted", True):
                     key = r.get("source") or f"{name}:{r['item']}"
-                    t.numbers.setdefault(key, (r.get("protocol", ""), _head(v)))
+                    t.numbers.setdefault(key, (r.get("protocol", ""), _number_head(v)))
                     if _head(v) in _TESTED[:3]:
                         t.compared.add(key)
             elif c == "claim":
@@ -183,7 +189,13 @@ def system_rows(entries: list[tuple[str, str, str, list[dict]]]) -> dict[str, Co
 
 
 def _abc(c: Counter, keys: tuple[str, ...]) -> str:
-    return " / ".join(str(c[k]) for k in keys)
+    return " / ".join(str(c[k]) + (f" (+{c[LOOSE]} within the paper's spread only)" if k == AGREES and c[LOOSE] else "")
+                      for k in keys)
+
+
+def loose_text(c: Counter) -> str:
+    """`` (+k only within the paper's own spread)`` after an agree count, when there are such agreements."""
+    return f" (+{c[LOOSE]} {WIDE})" if c[LOOSE] else ""
 
 
 def _why(t: Tally) -> str:
@@ -202,8 +214,10 @@ TABLES = {
         ("at the paper's setting: agree / differ / not resolved", "published numbers whose runs follow the paper's "
          "protocol in every setting the paper states (the cell's ledger, `figures/published/protocols/`), with at "
          "least 3 seeds: agree = shown equivalent (TOST within the margin declared from the paper alone, "
-         "`--verdict-power`, Holm over the table), differ = a significant difference outside that margin (Welch, "
-         "Holm), not resolved = neither", lambda t: _abc(t.at("same"), _AGREE)),
+         "`--verdict-power`, Holm over the table; in brackets, agreements within a margin wider than the unit's "
+         "informative limit, where the paper's own spread over its seeds allows no tighter test), differ = a "
+         "significant difference outside that margin (Welch, Holm), not resolved = neither",
+         lambda t: _abc(t.at("same"), _AGREE)),
         ("near the paper: agree / differ / not resolved", "the same tests for published numbers whose runs "
          "deviate from the paper in a declared setting (or whose cell has no ledger)",
          lambda t: _abc(t.at("deviates"), _AGREE)),
@@ -258,9 +272,9 @@ def verdict_sentences(tallies: dict[tuple[str, str], Tally]) -> list[str]:
         same, near = merged.at("same"), merged.at("deviates")
         if not numbers:
             continue
-        text = (f"**{paper}** at the paper's setting: {same[AGREES]} agree, {same[DIFFERS]} differ, "
-                f"{same[NOT_RESOLVED]} not resolved; near the paper (declared deviations): {near[AGREES]} agree, "
-                f"{near[DIFFERS]} differ, {near[NOT_RESOLVED]} not resolved")
+        text = (f"**{paper}** at the paper's setting: {same[AGREES]} agree{loose_text(same)}, {same[DIFFERS]} differ, "
+                f"{same[NOT_RESOLVED]} not resolved; near the paper (declared deviations): {near[AGREES]} agree"
+                f"{loose_text(near)}, {near[DIFFERS]} differ, {near[NOT_RESOLVED]} not resolved")
         rest = [(merged.count(SHOWN), "shown with fewer than 3 seeds"), (merged.count(STALE), "stale"),
                 (merged.count(SUSPECT), "paper value suspect")]
         rest_text = ", ".join(f"{n} {w}" for n, w in rest if n)
@@ -400,6 +414,10 @@ def paper_sentences(entries: list[tuple[str, str, str, list[dict]]], pending: li
                 continue
             key = (kind, what)
             tested.setdefault(p, Counter())[key] += 1
+            if c == "number" and wide(r["verdict"]):
+                open_.setdefault(p, Counter())["published numbers that agree only within the paper's own spread "
+                                               "(wider than the informative margin)"] += 1
+                continue
             if h in (AGREES, "holds"):
                 good.setdefault(p, {}).setdefault(key, []).append((name, r))
             elif h in (DIFFERS, "violated"):
@@ -447,9 +465,12 @@ def paper_sentences(entries: list[tuple[str, str, str, list[dict]]], pending: li
                     _where(rows, labels=True)
                 differs.append(f"{len(rows)} of {t[key]} {what} {verb} {_words(kind, what)}, {status} ({where})")
         reasons = [(why, n) for why, n in open_.get(paper, Counter()).most_common() if why]
-        untested = [f"{n} {why}" for why, n in reasons[:5]]
-        if len(reasons) > 5:
-            untested.append(f"{sum(n for _, n in reasons[5:])} more rows (the count tables of the report)")
+        # an agreement only within the paper's spread is named whatever its count: it qualifies the Holds sentence
+        first = [rw for i, rw in enumerate(reasons) if i < 5 or "paper's own spread" in rw[0]]
+        untested = [f"{n} {why}" for why, n in first]
+        if len(reasons) > len(first):
+            untested.append(f"{sum(n for rw in reasons if rw not in first for n in [rw[1]])} more rows (the count "
+                            "tables of the report)")
         for why, names in waiting.get(paper, {}).items():
             untested.append(f"{len(names)} target{'s' * (len(names) > 1)} without results ({', '.join(names)}: "
                             f"{why})")

@@ -91,9 +91,11 @@ def _cells(line: str) -> list[str]:
 
 
 def _verdict_class(verdict: str) -> str:
-    from ..verdicts.rules import head
+    from ..verdicts.rules import head, wide
 
     c = classify({"verdict": verdict, "compared": ""})
+    if wide(verdict):
+        return "v-open"  # an agreement only within the paper's own spread ranks nothing: not shaded as agreement
     if c in ("claim", "theory"):
         return {"agrees": "v-good", "holds": "v-good", "differs": "v-bad", "violated": "v-bad"}.get(head(verdict),
                                                                                                   "v-open")

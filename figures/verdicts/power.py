@@ -4,8 +4,9 @@ For each published value: the probability that a *perfect* reproduction (seeds d
 spread) is called ``agrees`` and ``differs``, with every other number of its table reproduced the same way (Holm over
 the table, as :func:`~figures.verdicts.rules.judge_numbers` runs it), the probability that a reproduction whose mean
 is off by 3 declared margins is called ``agrees``, and the seeds a value needs before a perfect reproduction agrees
-with probability :data:`~figures.verdicts.rules.POWER`.  ``python paper_repro.py --verdict-power`` prints the table
-for the published values of the campaign's cells; the campaign's seed counts come from its last column.
+with probability :data:`~figures.verdicts.rules.POWER` within the unit's informative limit.  ``python paper_repro.py
+--verdict-power`` prints the table for the published values of the campaign's cells; the campaign's seed counts
+come from its last column.
 """
 
 from __future__ import annotations
@@ -18,7 +19,17 @@ from pathlib import Path
 import numpy as np
 
 from .published import Published, tables
-from .rules import ALPHA, MIN_SEEDS, POWER, PaperNumber, declared_margin, holm_rows, number_pvalues, power_margin
+from .rules import (
+    ALPHA,
+    MIN_SEEDS,
+    POWER,
+    PaperNumber,
+    declared_margin,
+    holm_rows,
+    informative_margin,
+    number_pvalues,
+    power_margin,
+)
 
 __all__ = ["Characteristics", "characteristics", "families", "power_table", "seeds_needed", "simulate"]
 
@@ -51,10 +62,11 @@ def simulate(papers: list[PaperNumber], n: int, shift: float = 0.0, draws: int =
 
 
 def seeds_needed(paper: PaperNumber, most: int = 100) -> int | None:
-    """The fewest seeds (at least :data:`MIN_SEEDS`) at which the declared margin reaches :func:`power_margin`, so a
-    perfect reproduction agrees with probability :data:`POWER` (None: not within ``most`` seeds: the margin is
-    capped below what the paper's own spread and seed count allow)."""
-    margin = paper.margin
+    """The fewest seeds (at least :data:`MIN_SEEDS`) at which a perfect reproduction agrees with probability
+    :data:`POWER` within the informative margin (:func:`~figures.verdicts.rules.informative_margin`: the declared
+    margin, at most the unit's informative limit); None: not within ``most`` seeds (the paper's own spread over its
+    seeds keeps the test wider than the limit at any count of ours)."""
+    margin = informative_margin(paper)
     # not a bisection: with few paper seeds the power margin need not fall with n (more seeds of ours shrink the
     # standard error but leave Welch's degrees of freedom to the paper's side, and its t quantile grows)
     for n in [*range(MIN_SEEDS, 31), *range(40, most + 1, 10)]:
@@ -72,6 +84,7 @@ class Characteristics:
     pm: float | None
     unit: str
     margin: float
+    informative: float
     why: str
     family: int
     stored_n: int
@@ -100,7 +113,8 @@ def characteristics(published: Iterable[Published], stored: dict[str, int] | Non
                 by_n[k] = simulate(papers, k, draws=draws)[0]
             j = papers.index(pn)
             margin, why = declared_margin(pn)
-            out.append(Characteristics(pub.source(), pub.value, pub.pm, pub.unit, margin, why, pn.family, k,
+            out.append(Characteristics(pub.source(), pub.value, pub.pm, pub.unit, margin, informative_margin(pn), why,
+                                       pn.family, k,
                                        float(by_n[k][j]) if k in by_n else None, float(a), float(d), float(o),
                                        seeds_needed(pn)))
     return out
@@ -124,8 +138,9 @@ def power_table(manifest: Path, draws: int = DRAWS) -> str:
     """The ``--verdict-power`` table of the campaign's published values, as text."""
     pubs, stored = _stored_seeds(manifest)
     rows = characteristics(pubs, stored, draws)
-    head = ("value", "±", "margin", "family", "stored n", "P(agrees) stored n", "P(agrees) paper n",
-            "P(differs) paper n", "P(agrees) 3 margins off", "seeds for P(agrees) >= 0.8", "source; margin from")
+    head = ("value", "±", "margin", "informative limit", "family", "stored n", "P(agrees) stored n",
+            "P(agrees) paper n", "P(differs) paper n", "P(agrees) 3 margins off",
+            "seeds for P(agrees) >= 0.8 within the limit", "source; margin from")
     lines = ["\t".join(head)]
 
     def pct(x):
@@ -133,16 +148,16 @@ def power_table(manifest: Path, draws: int = DRAWS) -> str:
 
     for r in rows:
         lines.append("\t".join((f"{r.value:g}", "" if r.pm is None else f"{r.pm:g}", f"{r.margin:.3g}",
-                                str(r.family), str(r.stored_n), pct(r.agree_stored), pct(r.agree_paper_n),
-                                pct(r.differ_paper_n), pct(r.agree_3_margins_off),
+                                f"{r.informative:.3g}", str(r.family), str(r.stored_n), pct(r.agree_stored),
+                                pct(r.agree_paper_n), pct(r.differ_paper_n), pct(r.agree_3_margins_off),
                                 "none up to 100" if r.seeds_needed is None else str(r.seeds_needed),
                                 f"{r.source}; {r.why}")))
-    capped = sum("capped" in r.why for r in rows)
+    loose = sum(r.margin > r.informative for r in rows)
     never = sum(r.seeds_needed is None for r in rows)
     lines.append(f"{len(rows)} published values in {len({r.source.split(':')[0] for r in rows})} tables; "
                  f"{sum(r.agree_paper_n >= POWER for r in rows)} agree with probability >= {POWER:.0%} when perfectly "
-                 f"reproduced at the paper's seed count; {capped} have a margin capped at the unit's largest "
-                 f"meaningful value (the paper's spread over its seeds is wider), {never} of them beyond reach at "
-                 f"any count up to 100 seeds (the paper's own seeds limit the precision); {DRAWS} simulated tables "
-                 "per count, fixed seeds")
+                 f"reproduced at the paper's seed count; {loose} of them only within the paper's own spread (a margin "
+                 f"wider than the unit's informative limit), {never} of which no count up to 100 seeds of ours brings "
+                 f"within the limit (the paper's own seeds limit the precision); {DRAWS} simulated tables per count, "
+                 "fixed seeds")
     return "\n".join(lines)

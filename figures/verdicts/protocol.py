@@ -18,8 +18,10 @@ folders) where the cells differ.
 
 ``[margin."<unit>"]`` declares, per unit of the cell's published numbers (a column of
 ``figures/published/tables.csv``), the practical-equivalence margin's ``floor`` (or ``relative``, a fraction of the
-published value) and ``cap`` (or ``cap_relative``) and ``why``: fixed from the paper and the unit before the runs
-are judged (:func:`figures.verdicts.rules.declared_margin`; a table no ledger covers uses the project's defaults).
+published value), its ``cap`` (or ``cap_relative``: the informative limit, the loosest agreement that still ranks
+the table's methods; a wider margin is the paper's own spread and its agreements say so) and ``why``: fixed from the
+paper and the unit before the runs are judged (:func:`figures.verdicts.rules.declared_margin`; a table no ledger
+covers uses the project's defaults).
 
 A cell with no ``deviates`` setting is at the paper's setting (:meth:`Ledger.protocol_class` ``"same"``): the
 published numbers' protocol, which is the public code's where it and the text differ (``code`` settings, listed by

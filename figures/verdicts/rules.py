@@ -6,11 +6,12 @@ Words (the head of every verdict; :data:`HEADS`):
 * ``agrees`` -- shown by a test: a reproduced number *equivalent* to the published one (two one-sided tests, TOST,
   at ``alpha`` = 0.05 with Holm over the numbers of one table, within the margin :func:`declared_margin` fixes from
   the paper alone before any run: the larger of the margin at which a perfect reproduction at the paper's seed count
-  agrees with probability :data:`POWER`, and the unit's practical floor :data:`UNIT_MARGINS`, capped at the unit's
-  largest meaningful margin); an ordering the seeds make significantly in the paper's direction (Welch, Holm over
-  the pairs of a cell); a pair the paper's own numbers do not separate (a paper tie) shown equivalent within the
-  declared margin; a claim every test of which is significant in the claimed direction (or, for a claimed equality,
-  equivalent);
+  agrees with probability :data:`POWER`, and the unit's practical floor :data:`UNIT_MARGINS`; where that margin
+  is wider than the unit's informative limit, the row says the agreement holds only within the paper's own spread,
+  :data:`WIDE`, and the headline counts it apart); an ordering the seeds make significantly in the paper's
+  direction (Welch, Holm over the pairs of a cell); a pair the paper's own numbers do not separate (a paper tie)
+  shown equivalent within the declared margin, at most the informative limit; a claim every test of which is
+  significant in the claimed direction (or, for a claimed equality, equivalent);
 * ``differs`` -- a significant difference (Welch, Holm over the numbers of one table or the pairs of one cell)
   that equivalence does not absorb: a number outside the margin, an opposite order, a paper tie the toolkit
   orders, a claim a test contradicts;
@@ -46,11 +47,11 @@ import numpy as np
 from .rows import Row
 
 __all__ = ["AGREES", "ALPHA", "DIFFERS", "HEADS", "MIN_SEEDS", "NOT_RESOLVED", "SHOWN", "STALE", "SUSPECT",
-           "UNIT_MARGINS", "NumberTest", "PaperNumber", "UnitMargin", "all_of", "best_claim", "compare_pair", "counted",
-           "declared_margin", "detectable_gap", "equal_claim", "head", "holm", "holm_rows", "judge_numbers",
-           "level_claim", "number_test", "number_verdict", "power_margin",
+           "UNIT_MARGINS", "WIDE", "NumberTest", "PaperNumber", "UnitMargin", "all_of", "best_claim", "compare_pair",
+           "counted", "declared_margin", "detectable_gap", "equal_claim", "head", "holm", "holm_rows",
+           "informative_margin", "judge_numbers", "level_claim", "number_test", "number_verdict", "power_margin",
            "number_pvalues", "one_sample", "order_claim", "ordering_rows", "paper_relation", "seed_values", "shown",
-           "tost", "unit_margin", "welch"]
+           "tost", "unit_margin", "welch", "wide"]
 
 MIN_SEEDS = 3
 ALPHA = 0.05
@@ -89,6 +90,7 @@ UNIT_MARGINS = {
 
 AGREES, DIFFERS, NOT_RESOLVED, SHOWN = "agrees", "differs", "not resolved", "shown"
 STALE, SUSPECT = "stale", "paper value suspect"
+WIDE = "only within the paper's own spread"  # an agreement whose margin is wider than the informative limit
 HEADS = (AGREES, DIFFERS, NOT_RESOLVED, SHOWN, STALE, SUSPECT)
 
 
@@ -299,19 +301,37 @@ def _power_quantile(spread: float, resolution: float, n: int, n_paper: int, fami
 def declared_margin(paper: PaperNumber) -> tuple[float, str]:
     """The equivalence margin of a published number and how it was fixed, from the paper alone (never from the
     toolkit's runs): the larger of :func:`power_margin` at the paper's seed count and the unit's floor
-    (:data:`UNIT_MARGINS`), capped at the unit's largest meaningful margin; a number whose power margin exceeds
-    the cap cannot be confirmed at the paper's seed count (``--verdict-power`` says how many seeds it needs)."""
+    (:data:`UNIT_MARGINS`), so that a perfect reproduction at the paper's seed count agrees with probability
+    :data:`POWER`.  Where that margin is wider than the unit's informative limit (its declared cap: the loosest
+    agreement that still tells a table's methods apart), the paper's own spread over its seeds is what limits the
+    test; an agreement within it says so on its row (:data:`WIDE`) and is counted apart."""
     unit, where = unit_margin(paper)
     floor, cap = unit.bounds(paper.value)
     pm = power_margin(paper)
-    margin = min(max(pm, floor, paper.resolution), cap)
-    if margin == cap and pm > cap:
-        why = f"capped, {where}: more seeds needed"
+    margin = max(pm, floor, paper.resolution)
+    n = max(paper.n, MIN_SEEDS)
+    if margin > cap:
+        why = (f"{POWER:.0%} power at the paper's {n} seeds, Holm over {paper.family}: the paper's own spread, wider "
+               f"than the informative ±{_round_sig(cap)} of {where}")
     elif pm >= floor:
-        why = f"{POWER:.0%} power at the paper's {max(paper.n, MIN_SEEDS)} seeds, Holm over {paper.family}"
+        why = f"{POWER:.0%} power at the paper's {n} seeds, Holm over {paper.family}"
     else:
         why = f"floor, {where}" if floor > 0 else "the paper's printed precision"
     return margin, why
+
+
+def informative_margin(paper: PaperNumber) -> float:
+    """The declared margin, at most the unit's informative limit (its cap): the width within which an agreement
+    tells a table's methods apart.  A paper tie is judged within it, and the seeds a value needs
+    (:func:`figures.verdicts.power.seeds_needed`) are those that bring the power margin down to it."""
+    return min(declared_margin(paper)[0], unit_margin(paper)[0].bounds(paper.value)[1])
+
+
+def wide(verdict: str) -> bool:
+    """Whether a verdict is an agreement only within the paper's own spread (a margin wider than the unit's
+    informative limit): it says the paper's seeds cannot tell the reproduction from the published value, not that
+    they agree at the precision the table ranks methods by."""
+    return verdict.startswith(f"{AGREES} ({WIDE}")
 
 
 def unit_margin(paper: PaperNumber) -> tuple[UnitMargin, str]:
@@ -388,7 +408,8 @@ def number_verdict(test: NumberTest, paper: PaperNumber, p_differ: float | None 
     gap = f"gap {test.gap:+.{dec}f}"
     margin = paper.margin_text()
     if pe < alpha:
-        return f"{AGREES} (equivalent within {margin}: {gap}, TOST p = {pe:.3g}, n = {test.n})"
+        loose = f"{WIDE}: " if paper.margin > informative_margin(paper) else ""
+        return f"{AGREES} ({loose}equivalent within {margin}: {gap}, TOST p = {pe:.3g}, n = {test.n})"
     if pd < alpha:
         return f"{DIFFERS} ({gap}, Welch p = {pd:.3g} with Holm over the table, outside {margin}, n = {test.n})"
     return (f"{NOT_RESOLVED} at n = {test.n} ({gap}: no significant difference (p = {pd:.3g}) and not shown within "
@@ -470,8 +491,10 @@ def ordering_rows(cell: str, published: dict, samples: dict[str, Sequence[float]
         dec = max(pa.decimals, pb.decimals, 1)
         na, kind = pa.paper_number()[3], pa.paper_number()[4]
         rel[(a, b)] = paper_relation(sgn * pa.value, pa.pm, sgn * pb.value, pb.pm, dec, na, kind)
-        # a tie agrees only within the declared margin of the two numbers (the larger), never the ±'s width
-        margins[(a, b)] = max(PaperNumber(*pa.paper_number()).margin, PaperNumber(*pb.paper_number()).margin)
+        # a tie agrees only within the declared margin of the two numbers (the larger, at most the informative limit),
+        # never the ±'s width
+        margins[(a, b)] = max(informative_margin(PaperNumber(*pa.paper_number())),
+                              informative_margin(PaperNumber(*pb.paper_number())))
         xa = [scale * v for v in samples[a]]
         xb = [scale * v for v in samples[b]]
         stats[(a, b)] = welch(xa, xb) if len(xa) >= 2 and len(xb) >= 2 else None
