@@ -1,6 +1,6 @@
 """The general K = 3 misassignment law where two wrong models nearly coincide (issue #42, item 6).
 
-References, each computed independently of :func:`theory.laws._misassignment3`:
+References, each computed independently of :func:`theory.laws.misassignment._misassignment3`:
 
 * n = 1: ``P[z1^2 < z2^2, z1^2 < z3^2]`` for ``z ~ N(0, S)`` is a union of four polyhedral cones, whose Gaussian
   measure is a solid angle (spherical polygons, Van Oosterom-Strackee), evaluated with mpmath at 40 digits.
@@ -15,7 +15,8 @@ import mpmath as mp
 import numpy as np
 import pytest
 
-from theory.laws import MisassignmentLaw, _misassignment, _misassignment3, preference_probability
+from theory.laws import MisassignmentLaw, preference_probability
+from theory.laws.misassignment import _misassignment, _misassignment3
 
 SIGMA = 0.5
 OWN, WRONG, PHI = 0.5, 1.0, 2.0  # |u_1|, |u_2| = |u_3|, angle of u_2 from u_1

@@ -79,7 +79,7 @@ def _pd(rng, scale=1.0):
 
 def test_three_model_law_equals_the_symmetric_conditioning_on_a_symmetric_placement():
     # two different conditionings (own column + shared part of the rest; one shared factor) of the same law
-    from theory.laws import _misassignment3
+    from theory.laws.misassignment import _misassignment3
 
     U, _ = symmetric_placement(0.25, 0.75, 0.5, 3)
     S = U @ U.T + 0.25

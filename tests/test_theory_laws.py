@@ -201,7 +201,8 @@ def test_log_f_tail_exact_where_representable_and_warns_on_underflow():
 
     from scipy import special
 
-    from theory.laws import UnderflowWarning, _f_tail, log_f_tail
+    from theory.laws import UnderflowWarning, log_f_tail
+    from theory.laws.preference import _f_tail
 
     for n in (2, 10, 60, 200):
         for lp, lm in ((9.0, 0.02), (3.0, 1.0), (1.0, 0.5)):
