@@ -40,12 +40,7 @@ def client_loss_law(err2: float, sigma: float, n: int):
     summand is ``N(0, ||u||^2 + sigma^2)`` squared, so
     ``f ~ (||u||^2 + sigma^2) chi2_n / n`` -- a frozen ``scipy.stats.chi2``.
     """
-    err2 = check_real("err2", err2, low=0.0)
-    sigma = check_real("sigma", sigma, low=0.0)
-    n = check_int("n", n, low=1)
-    s2 = err2 + sigma**2
-    if s2 <= 0:
-        raise ValueError("err2 + sigma^2 must be > 0 (a noiseless client at its optimum has loss 0)")
+    s2, n = _loss_scale(err2, sigma, n)
     return _st.chi2(df=n, scale=s2 / n)
 
 
@@ -57,13 +52,19 @@ def root_loss_law(err2: float, sigma: float, n: int):
     Stirling approximations ``alpha (1 - 1/(4n))`` and ``alpha^2/(2n)`` instead
     (:func:`clove_moment_report` compares them).
     """
+    s2, n = _loss_scale(err2, sigma, n)
+    return _st.chi(df=n, scale=np.sqrt(s2 / n))
+
+
+def _loss_scale(err2: float, sigma: float, n: int) -> tuple[float, int]:
+    """``(err2 + sigma^2, n)`` checked: the variance of one residual and the sample count of both loss laws."""
     err2 = check_real("err2", err2, low=0.0)
     sigma = check_real("sigma", sigma, low=0.0)
     n = check_int("n", n, low=1)
     s2 = err2 + sigma**2
     if s2 <= 0:
-        raise ValueError("err2 + sigma^2 must be > 0")
-    return _st.chi(df=n, scale=np.sqrt(s2 / n))
+        raise ValueError("err2 + sigma^2 must be > 0 (a noiseless client at its optimum has loss 0)")
+    return s2, n
 
 
 def clove_moment_report(n: int) -> dict[str, float]:
