@@ -146,7 +146,7 @@ def _two_group_round(strategy: str, lost, **options):
     start = [np.array([1.0, 0.0]), np.array([-1.0, 0.0])]
     result = s.start(grid, toy_models(*start), num_rounds=1, timeout=0.5)
     models = Layout(ArrayRecord({"w": Array(np.zeros(2))})).stack(split_clusters(result.arrays))
-    by_part = {s.partitions[n]: c for n, c in s.labels.items()}
+    by_part = {s.partitions[n]: c for n, c in s.history[-1]["labels"].items()}  # the round's assignment
     c0, c1 = by_part[0], by_part[2]
     # a client lost in the one message of the client's choice has no cluster this round
     assert by_part.get(1, c0) == c0 and by_part[3] == c1 and c0 != c1
@@ -159,7 +159,9 @@ def _two_group_round(strategy: str, lost, **options):
 def test_lost_client_leaves_the_aggregate(strategy, how):
     """Nodes 1, 2 (partitions 0, 1) are cluster 0; node 2 is lost in training: cluster 0's model is node 1's
     update, not its average with the model node 2 was sent."""
-    s, result, models, start, c0, c1 = _two_group_round(strategy, fails(2, TRAIN, how=how), local_steps=1)
+    # IFCA's server-round counts exchanges: with the server's choice, query.losses is the first, train the second
+    s, result, models, start, c0, c1 = _two_group_round(
+        strategy, fails(2, TRAIN, rounds=(2,) if strategy == "ifca-server-choice" else (1,), how=how), local_steps=1)
     survivor = toy_update(start[c0], TWO_GROUPS[0], 1, 0.25)
     assert np.array_equal(models[c0], survivor)
     # the other cluster: both updates, weighted as the algorithm weighs (IFCA: equally; CLoVE: by num-examples)
@@ -176,7 +178,8 @@ def test_gradient_averaging_steps_along_the_gradients_that_arrived(strategy):
     """averaging="gradient" (IFCA option I, CLoVE option II): node 2 (partition 1) is lost in the gradient
     exchange; each model steps by lr along its answering clients' gradients (IFCA: each scaled by 1/|M_t|, the 3
     that answered; CLoVE: num-examples-weighted within the model)."""
-    s, _, models, start, c0, c1 = _two_group_round(strategy, fails(2, GRADIENT), averaging="gradient")
+    s, _, models, start, c0, c1 = _two_group_round(
+        strategy, fails(2, GRADIENT, rounds=(2,) if strategy == "ifca-server-choice" else (1,)), averaging="gradient")
     g = {p: 2.0 * (start[c0 if p < 2 else c1] - TWO_GROUPS[p]) for p in range(4)}
     if strategy != "clove":
         want0, want1 = start[c0] - 0.25 / 3 * g[0], start[c1] - 0.25 / 3 * (g[2] + g[3])
@@ -217,8 +220,9 @@ def test_client_lost_before_its_choice_leaves_the_round_and_returns(client_choic
 
 @pytest.mark.parametrize("averaging, exchange", [("model", TRAIN), ("gradient", GRADIENT)])
 def test_ifca_client_choice_is_one_message_per_client_and_round(averaging, exchange):
-    """IFCA's default: each round one message per client, carrying both models; no losses query; the same
-    clusters and models as the server's choice (two exchanges)."""
+    """IFCA's default: each round one message per client, carrying both models; no losses query in a round (one
+    after the last, the estimator's final pass that gives each client its cluster); the same clusters and models
+    as the server's choice (two exchanges a round)."""
     runs = {}
     for client_choice in (True, False):
         grid = InlineGrid(toy_app(TWO_GROUPS), 4)
@@ -228,10 +232,11 @@ def test_ifca_client_choice_is_one_message_per_client_and_round(averaging, excha
         runs[client_choice] = (s, result, grid)
     (s, result, grid), (s2, result2, grid2) = runs[True], runs[False]
     assert sorted(_sent(grid, exchange)) == [(n, r) for n in (1, 2, 3, 4) for r in (1, 2, 3)]
-    assert _sent(grid, LOSSES) == [] and len(grid.sent) == 12
+    assert _sent(grid, LOSSES) == [(n, 4) for n in (1, 2, 3, 4)] and len(grid.sent) == 16
     assert all(len(split_clusters(m.content["arrays"])) == 2 for m in grid.sent)
-    assert len(grid2.sent) == 24 and all(len(split_clusters(m.content["arrays"])) == 1
+    assert len(grid2.sent) == 28 and all(len(split_clusters(m.content["arrays"])) == 1
                                          for m in grid2.sent if m.metadata.message_type == exchange)
+    assert sorted(_sent(grid2, exchange)) == [(n, r) for n in (1, 2, 3, 4) for r in (2, 4, 6)]
     assert [h["labels"] for h in s.history] == [h["labels"] for h in s2.history]
     assert np.array_equal(Layout(ArrayRecord({"w": Array(np.zeros(2))})).stack(split_clusters(result.arrays)),
                           Layout(ArrayRecord({"w": Array(np.zeros(2))})).stack(split_clusters(result2.arrays)))
@@ -252,7 +257,7 @@ def test_ifca_client_whose_choice_contradicts_its_losses_is_lost():
     result = s.start(InlineGrid(app, 4), toy_models([1.0, 0.0], [-1.0, 0.0]), num_rounds=1)
     assert [(rnd, t, n) for rnd, t, n, _ in s.lost] == [(1, TRAIN, 2)]
     assert "trained model 1 where its losses give model 0" in s.lost[0][3]
-    assert 2 not in s.labels and result.train_metrics_clientapp[1]["answered"] == 3
+    assert 2 not in s.history[0]["labels"] and result.train_metrics_clientapp[1]["answered"] == 3
     models = Layout(ArrayRecord({"w": Array(np.zeros(2))})).stack(split_clusters(result.arrays))
     assert np.array_equal(models[0], toy_update(np.array([1.0, 0.0]), TWO_GROUPS[0], 1, 0.25))
 
@@ -275,7 +280,8 @@ def test_ifca_restarts_keep_the_run_of_lowest_total_loss(averaging):
     sent = [m for m in grid.sent if m.metadata.message_type == (TRAIN if averaging == "model" else GRADIENT)]
     assert len(sent) == 12 and all(len(split_clusters(m.content["arrays"])) == 4 and m.content["config"]["runs"] == 2
                                    for m in sent)
-    assert _sent(grid, LOSSES) == [(n, 4) for n in (1, 2, 3, 4)]  # the final pass that picks the run
+    # the final pass that picks the run: exchange 6 (a train and an evaluation in each of rounds 1 and 2, train 3)
+    assert _sent(grid, LOSSES) == [(n, 6) for n in (1, 2, 3, 4)]
     assert result.evaluate_metrics_clientapp[3]["evaluated"] == 4
     # the last round's evaluation scored each client on its cluster's model in that round's best run (run 1)
     want = np.mean([((final[by_part[p]] - TWO_GROUPS[p]) ** 2).sum() for p in range(4)])
@@ -397,7 +403,7 @@ def test_srfca_one_shot_on_known_distances():
 def test_one_record_is_replicated_into_distinct_starts():
     grid = InlineGrid(toy_app(TWO_GROUPS), 4)
     w = np.arange(6, dtype=np.float64)
-    s = IFCA(n_clusters=3, local_steps=0, lr=0.1, evaluate_every=0, seed=1)
+    s = IFCA(n_clusters=3, local_steps=1, lr=0.1, evaluate_every=0, seed=1)
     s.start(grid, ArrayRecord({"w": Array(w), "b": Array(np.zeros(1))}), num_rounds=1)
     assert len(s.models) == 3
     starts = s.layout.stack(split_clusters(grid.sent[0].content["arrays"]))  # the first losses query's models
@@ -426,6 +432,7 @@ def test_srfca_rounds_are_its_own():
 @pytest.mark.parametrize("make, match", [
     (lambda: IFCA(n_clusters=0), "n_clusters"),
     (lambda: IFCA(n_clusters=2, lr=0.0), "lr"),
+    (lambda: IFCA(n_clusters=2, local_steps=0), "local_steps"),  # the estimator's tau >= 1
     (lambda: IFCA(n_clusters=2, fraction_train=1.5), "fraction_train"),
     (lambda: CLoVE(n_clusters=2, clustering="spectral"), "clustering"),
     (lambda: SRFCA(threshold=-1.0), "threshold"),
@@ -572,7 +579,7 @@ def test_client_app_builds_each_nodes_data_once_though_sent_with_every_message()
     grid = InlineGrid(lambda message, context: cloudpickle.loads(cloudpickle.dumps(app))(message, context), 3)
     IFCA(n_clusters=2, n_init=1, local_steps=1, evaluate_every=1).start(grid, ArrayRecord(UserMLP().state_dict()),
                                                                         num_rounds=3)
-    assert len(grid.sent) == 18 and sorted(DATA_CALLS) == [1, 2, 3]
+    assert len(grid.sent) == 21 and sorted(DATA_CALLS) == [1, 2, 3]  # 3 train, 3 evaluate, the final losses
     # in a process that has not built it (an actor), the app is built from its pickled arguments, once
     import nets.flower.torch_client as torch_client
 

@@ -31,17 +31,18 @@ LAYOUT = Layout(ArrayRecord({"w": Array(np.zeros(2))}))
 START = [np.array([1.0, 0.0]), np.array([-1.0, 0.0])]
 
 
-@pytest.mark.parametrize("make", [lambda **o: IFCA(n_clusters=2, **o),
-                                  lambda **o: IFCA(n_clusters=2, client_choice=False, **o),
-                                  lambda **o: CLoVE(n_clusters=2, **o)])
-def test_train_config_overrides_the_strategys_lr_and_local_steps(make):
+# the server-round of the train messages: IFCA's counts its exchanges (the server's choice asks query.losses first)
+@pytest.mark.parametrize("make, train_round", [(lambda **o: IFCA(n_clusters=2, **o), 1),
+                                               (lambda **o: IFCA(n_clusters=2, client_choice=False, **o), 2),
+                                               (lambda **o: CLoVE(n_clusters=2, **o), 1)])
+def test_train_config_overrides_the_strategys_lr_and_local_steps(make, train_round):
     grid = InlineGrid(toy_app(TWO_GROUPS, {p: 10 for p in range(4)}), 4)
     s = make(evaluate_every=0)  # lr=0.1, local_steps=10 by default
     config = ConfigRecord({"lr": 0.05, "local-steps": 3, "mu": 0.01, "optimizer": "adam"})
     result = s.start(grid, toy_models(*START), num_rounds=1, train_config=config)
     sent = [m.content["config"] for m in grid.sent if m.metadata.message_type == TRAIN]
     assert sent and all(c["lr"] == 0.05 and c["local-steps"] == 3 and c["mu"] == 0.01 and c["optimizer"] == "adam"
-                        and c["server-round"] == 1 for c in sent)
+                        and c["server-round"] == train_round for c in sent)
     models = LAYOUT.stack(split_clusters(result.arrays))
     by_part = {s.partitions[n]: c for n, c in s.labels.items()}
     for part in (0, 2):
@@ -79,7 +80,8 @@ def test_protocol_keys_stay_the_strategys():
     s.start(grid, toy_models(*START), num_rounds=1,
             train_config=ConfigRecord({"server-round": 7, "cluster": 5, "choose": "random"}))
     sent = [m.content["config"] for m in grid.sent if m.metadata.message_type == TRAIN]
-    assert all(c["server-round"] == 1 and c["cluster"] in (0, 1) and c["choose"] == "random" for c in sent)
+    # server-round counts the exchanges (query.losses was the first) whatever train_config says
+    assert all(c["server-round"] == 2 and c["cluster"] in (0, 1) and c["choose"] == "random" for c in sent)
 
 
 @pytest.mark.parametrize("config, match", [({"lr": -1.0}, "lr"), ({"lr": float("inf")}, "lr"),

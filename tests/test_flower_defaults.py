@@ -77,7 +77,7 @@ def test_ifca_restarts_by_default_when_it_makes_its_starts():
     assert IFCA(n_clusters=3, client_choice=False).n_init == 1  # restarts need the client's choice
     assert IFCA(n_clusters=3, n_init=2).n_init == 2
     # the user's own k starts, stacked: one run of them
-    s = IFCA(n_clusters=2, local_steps=0, evaluate_every=0)
+    s = IFCA(n_clusters=2, local_steps=1, evaluate_every=0)
     s.start(InlineGrid(toy_app(SIX), 6), stack_clusters([ArrayRecord({"w": Array(np.full(2, v))}) for v in (1., -1.)]),
             num_rounds=1)
     assert s.n_init == 1 and len(s.models) == 2

@@ -39,12 +39,19 @@ def _asked(grid: InlineGrid, kind: str, rnd: int) -> int:
     return sum(1 for m in grid.sent if m.metadata.message_type == kind and m.content["config"]["server-round"] == rnd)
 
 
+def _per_exchange(grid: InlineGrid, kind: str) -> list[int]:
+    """The nodes asked in each exchange of ``kind``, exchange after exchange."""
+    rounds = [m.content["config"]["server-round"] for m in grid.sent if m.metadata.message_type == kind]
+    return [rounds.count(r) for r in sorted(set(rounds))]
+
+
 def test_min_train_and_evaluate_nodes_as_fedavg():
     grid = InlineGrid(toy_app(TWO_GROUPS), 4)
     IFCA(n_clusters=2, local_steps=1, lr=0.25, fraction_train=0.25, min_train_nodes=3, fraction_evaluate=0.25,
          min_evaluate_nodes=2).start(grid, toy_models(*START), num_rounds=2)
-    assert _asked(grid, TRAIN, 1) == 3 and _asked(grid, TRAIN, 2) == 3
-    assert 1 <= _asked(grid, EVALUATE, 2) <= 2  # of the nodes assigned this round
+    # IFCA's server-round counts exchanges: each train exchange (one a round) asks 3, each evaluation 1 or 2
+    assert _per_exchange(grid, TRAIN) == [3, 3]
+    assert len(_per_exchange(grid, EVALUATE)) == 2 and all(1 <= n <= 2 for n in _per_exchange(grid, EVALUATE))
     grid = InlineGrid(toy_app(TWO_GROUPS), 4)
     result = CLoVE(n_clusters=2, local_steps=1, lr=0.25, fraction_evaluate=0.0).start(grid, toy_models(*START),
                                                                                       num_rounds=2)

@@ -110,7 +110,9 @@ class FederatedBackend:
         self.lost: set[int] = set()
         self._round, self._calls = 0, 0
         self._lost_rows: tuple[torch.Tensor, np.ndarray] | None = None  # the last local_update's output, lost rows
-        self._np_dtype = torch.empty(0, dtype=stacks.dtype).numpy().dtype
+        # the public strategies' stacks are numpy rows in float64 (nets.flower.clustered), nets flower's torch tensors
+        self._torch = isinstance(stacks, TorchBackend)
+        self._np_dtype = torch.empty(0, dtype=stacks.dtype).numpy().dtype if self._torch else np.dtype(np.float64)
 
     def __getattr__(self, name: str):
         if name in _STACK_OPS:
@@ -123,7 +125,8 @@ class FederatedBackend:
 
     def _rows(self, models) -> np.ndarray:
         """The stack in the run's precision, as numpy (float32 rows stay float32 on the wire)."""
-        return self._stacks.from_numpy(models).detach().cpu().numpy()
+        rows = self._stacks.from_numpy(models)
+        return rows.detach().cpu().numpy() if self._torch else np.asarray(rows)
 
     def _ask(self, action: str, idx: np.ndarray, config: dict, **payload) -> Answers:
         config = {"round": self._round, **config}
@@ -156,6 +159,8 @@ class FederatedBackend:
         return each
 
     def _tensor(self, rows: np.ndarray) -> torch.Tensor:
+        if not self._torch:
+            return np.asarray(rows, dtype=np.float64)
         return torch.as_tensor(rows, dtype=self._stacks.dtype, device=self._stacks.device)
 
     # --------------------------------------------------------------- evaluation
@@ -216,6 +221,8 @@ class FederatedBackend:
             raise ValueError(f"labels must hold one model index per selected client ({len(idx)}), got {len(labels)}")
         lr = np.broadcast_to(np.asarray(lr, dtype=np.float64), (len(M),))
         each = self._training(idx, steps, lr[labels])  # a call without clients counts too, as in nets run
+        for a, j in enumerate(labels):  # the model's index among those of the call (the contract's "cluster")
+            each[a]["cluster"] = int(j)
         if not len(idx):
             return self._tensor(np.zeros((0, self.n_params)))
         ans = self._ask("train", idx, {"local-steps": steps}, rows=[M[j:j + 1] for j in labels], each=each)

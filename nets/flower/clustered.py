@@ -8,7 +8,8 @@ strategy::
 
 ``initial_arrays`` is one model's ``state_dict`` record (the strategy makes the other cluster models from it,
 :func:`~nets.flower.arrays.replicate`) or the ``k`` cluster models stacked by
-:func:`~nets.flower.arrays.stack_clusters`.  Flower's own ``Strategy.start`` runs the rounds: each round
+:func:`~nets.flower.arrays.stack_clusters`.  IFCA's rounds are its estimator's (below); for CLoVE and SR-FCA
+Flower's own ``Strategy.start`` runs the rounds: each round
 :meth:`configure_train` -> ``grid.send_and_receive`` -> :meth:`aggregate_train` -> :meth:`configure_evaluate` ->
 :meth:`aggregate_evaluate`; the ``arrays`` passed from round to round are the cluster models, stacked.  What the
 clients must answer (``docs/flower-contract.md``): Flower's ``train`` and ``evaluate`` messages, plus
@@ -20,16 +21,18 @@ The three strategies share the reply check (:func:`reply_defect`: a malformed or
 client; ``nets flower``'s strategies check the form of their replies with it too), the exchange helpers and the
 result records.
 
-Each algorithm exists once, in :mod:`synth.algorithms`; these strategies call its steps on the numbers the
-clients return (flat float64 vectors of the models, :class:`~nets.flower.arrays.Layout`):
+Each algorithm exists once, in :mod:`synth.algorithms`; these strategies run its estimator (IFCA) or call its
+steps (CLoVE, SR-FCA) on the numbers the clients return (flat float64 vectors of the models,
+:class:`~nets.flower.arrays.Layout`):
 
-* IFCA (IFCA journal Alg. 2, model or gradient averaging): :func:`~synth.algorithms.common.group_argmin` (each
-  client's cluster identity: its lowest-loss model), :func:`~synth.algorithms.common.one_hot_runs` and
-  :func:`~synth.algorithms.common.apply_round` (each model the mean of its clients' updates; a model no client
-  chose stays put).  A round sends each client every cluster model with ``choose="lowest-loss"``: the client
-  trains its lowest-loss model and returns it with its losses, from which the server takes the assignment
-  (``client_choice=False``: the losses are asked inside :meth:`configure_train`, the grid being its argument,
-  then each client is sent its model to train).
+* IFCA (IFCA journal Alg. 2, model or gradient averaging) is the estimator itself,
+  :class:`synth.algorithms.ifca.IFCA`, the one IFCA of ``nets run``, run on the server: each of its operations on
+  client data (losses, local updates, gradients) is one exchange of the contract's messages
+  (:class:`_ClientsBackend`, a :class:`~nets.flower.backend.FederatedBackend` on the user's model layout), so it
+  takes ``nets run``'s decisions from the same numbers.  With ``client_choice=True`` one message per client and
+  round carries every model with ``choose="lowest-loss"``: the client trains its lowest-loss model and returns it
+  with its losses, from which the estimator assigns.  ``config["server-round"]`` counts the exchanges; the
+  records count the estimator's rounds.
 * CLoVE (Alg. 1, option I): the estimator's own assignment step (``synth.algorithms.clove.CLoVE._assign``: loss
   vectors, k-means or agglomerative clustering, min-cost matching of client clusters to models; unknown-K mode
   with its pruning), :func:`~synth.algorithms.common.assignment_weights` (``n_i``-weighted) and ``apply_round``.
@@ -74,7 +77,7 @@ from flwr.supercore import log
 
 from synth.algorithms.clove import CLoVE as _CLoVEEstimator
 from synth.algorithms.clove import used_models
-from synth.algorithms.common import apply_round, assignment_weights, group_argmin, one_hot_runs
+from synth.algorithms.common import apply_round, assignment_weights, group_argmin
 from synth.algorithms.srfca import (
     DISTS,
     QUANTILE_NAMES,
@@ -93,6 +96,7 @@ from synth.backend import GLMBackend
 from synth.validation import check_choice, check_int, check_random_state, check_real
 
 from .arrays import Layout, cluster_models, replicate, split_clusters
+from .backend import FederatedBackend
 from .session import RunStopped, StoppableGrid
 
 __all__ = ["ARRAYS", "CLoVE", "CONFIG", "ClientContractError", "ClusteredResult", "ClusteredStrategy", "GRADIENT",
@@ -272,8 +276,12 @@ class ClusteredStrategy(Strategy):
         self._timeout = 3600.0
         self._asked: dict[str, list[int]] = {}
         self._round_lost: set[int] = set()
-        self._runs = 1  # IFCA's restarts: the model stack holds this many runs of k models
-        self._best_run = 0
+        self._best_run = 0  # IFCA's restarts: the run whose clusters a round shows
+        # the estimator's run (IFCA): its exchanges, its federation (sorted node ids), train_config, round records
+        self._exchanges = 0
+        self._federation: list[int] = []
+        self._train_config: dict = {}
+        self._begin_round(0)
 
     # ------------------------------------------------------------------ Flower's Strategy API
     def summary(self) -> None:
@@ -297,19 +305,9 @@ class ClusteredStrategy(Strategy):
         round's cluster models (IFCA's restarts: the round's best run, in the last round the run kept) and the
         assignment the clients' evaluation used.
         """
-        self.num_rounds = self._check_rounds(num_rounds)
-        self._timeout = check_real("timeout", timeout, low=0.0, low_inclusive=False)
-        _check_train_config(train_config)
-        self.models = self._initial_models(initial_arrays)
-        self._grid = StoppableGrid(grid, self._stop)
-        self.running = True
-        _RUNNING.add(self)
+        self._begin(initial_arrays, self._check_rounds(num_rounds), timeout, train_config)
         try:
-            want = self.min_available_nodes
-            self._grid.wait_for_nodes(want, self.start_timeout, f"{self.algorithm}: waiting for {want} nodes (%d "
-                                      "connected)", lambda n: f"{n} nodes connected within {self.start_timeout:g} s; "
-                                      f"{type(self).__name__} waits for min_available_nodes={want} (a simulation: "
-                                      f"num-supernodes, e.g. flwr run . --federation-config \"num-supernodes={want}\")")
+            self._connect(grid)
             server_fn = None
             if evaluate_fn is not None:
                 def server_fn(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
@@ -325,12 +323,9 @@ class ClusteredStrategy(Strategy):
         return out
 
     def _cluster_models(self, arrays: ArrayRecord) -> RecordDict:
-        """The stacked model record of a round as :func:`~nets.flower.arrays.cluster_models`: the current run's
-        ``k`` models (IFCA's restarts: the round's best), each node's cluster and partition."""
-        records = split_clusters(arrays) if len(arrays) else []
-        k = len(records) // self._runs
-        b = self._best_run if self._runs > 1 else 0
-        return cluster_models(records[b * k:(b + 1) * k], self.labels, self.partitions)
+        """The stacked model record of a round as :func:`~nets.flower.arrays.cluster_models`: the models, each
+        node's cluster and partition."""
+        return cluster_models(split_clusters(arrays) if len(arrays) else [], self.labels, self.partitions)
 
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                            grid: Grid) -> list[Message]:
@@ -340,10 +335,10 @@ class ClusteredStrategy(Strategy):
             return []
         models = split_clusters(arrays) if len(arrays) else []
         nodes = [n for n in self._nodes() if self.labels.get(n, -1) >= 0
-                 and self._model_index(self.labels[n]) < len(models)]
+                 and self.labels[n] < len(models)]
         nodes = self._sample(nodes, self.fraction_evaluate, self.min_evaluate_nodes)
         config = ConfigRecord({**config, "server-round": server_round})
-        return self._messages(EVALUATE, {n: self._content(models[self._model_index(self.labels[n])], config)
+        return self._messages(EVALUATE, {n: self._content(models[self.labels[n]], config)
                                          for n in nodes})
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
@@ -393,10 +388,6 @@ class ClusteredStrategy(Strategy):
 
     def _n_models(self) -> int:
         raise NotImplementedError
-
-    def _model_index(self, cluster: int) -> int:
-        """The row of the model stack that is ``cluster``'s model (IFCA's restarts: in the current best run)."""
-        return cluster
 
     def _initial_models(self, initial_arrays: ArrayRecord) -> np.ndarray:
         """``(k, P)``: ``initial_arrays`` as k models (one record is replicated, module docstring)."""
@@ -559,7 +550,7 @@ class ClusteredStrategy(Strategy):
                        replies: dict[int, RecordDict] | None = None) -> MetricRecord:
         """The round's clustering in Flower's Result, and its log line; with ``train_metrics_aggr_fn``, what it
         makes of the valid ``replies`` joins them (the clustering's keys win)."""
-        k = len(self.models) // self._runs
+        k = len(self.models)
         sizes = np.bincount([c for c in self.labels.values() if 0 <= c < k], minlength=k) if k else np.zeros(0)
         unassigned = sum(1 for c in self.labels.values() if c < 0)
         out = MetricRecord({"clusters": int((sizes > 0).sum()), "cluster-sizes": [int(s) for s in sizes],
@@ -582,6 +573,126 @@ class ClusteredStrategy(Strategy):
                     and isinstance(out[k], float)))
         return out
 
+
+    # ------------------------------------------------------------------ the estimator's run (the engine)
+    def _begin(self, initial_arrays: ArrayRecord, num_rounds: int, timeout: float,
+               train_config: ConfigRecord | None) -> dict:
+        """Check ``start``'s arguments and make the initial models; returns the clients' ``lr`` and
+        ``local-steps``: the strategy's, or ``train_config``'s where it has them (they reach the clients
+        unchanged)."""
+        self.num_rounds = num_rounds
+        self._timeout = check_real("timeout", timeout, low=0.0, low_inclusive=False)
+        _check_train_config(train_config)
+        self._train_config = {k: v for k, v in (train_config or {}).items()}
+        self.models = self._initial_models(initial_arrays)
+        return {"lr": self._train_config.get("lr", self.lr),
+                "local-steps": self._train_config.get("local-steps", self.local_steps)}
+
+    def _connect(self, grid: Grid) -> list[int]:
+        """Wait for ``min_available_nodes``; the federation is the nodes then connected, sorted by id (the
+        estimator's client order, which makes a run deterministic)."""
+        self._grid = StoppableGrid(grid, self._stop)
+        self.running = True
+        _RUNNING.add(self)
+        want = self.min_available_nodes
+        self._grid.wait_for_nodes(want, self.start_timeout, f"{self.algorithm}: waiting for {want} nodes (%d "
+                                  "connected)", lambda n: f"{n} nodes connected within {self.start_timeout:g} s; "
+                                  f"{type(self).__name__} waits for min_available_nodes={want} (a simulation: "
+                                  f"num-supernodes, e.g. flwr run . --federation-config \"num-supernodes={want}\")")
+        self._federation = self._nodes()
+        self._exchanges = 0
+        return self._federation
+
+    def _participation(self, m: int) -> float:
+        """The estimator's participation (the fraction of clients in each round's ``M_t``) of ``fraction_train``
+        and ``min_train_nodes``: ``max(min_train_nodes, 1, round(fraction_train * m))`` of the ``m`` nodes."""
+        size = max(self.min_train_nodes, 1, int(round(self.fraction_train * m)))
+        return 1.0 if self.fraction_train >= 1.0 or size >= m else size / m
+
+    def _begin_round(self, t: int) -> None:
+        """The estimator starts round ``t``: its clients asked, lost and their valid training replies."""
+        self._round_asked: set[int] = set()
+        self._round_lost = set()
+        self._round_ok: dict[int, RecordDict] = {}
+
+    def _engine_exchange(self, action: str, clients: np.ndarray, config: dict, *, common=None, rows=None,
+                         each=None, runs: int = 0):
+        """One exchange of the estimator's backend (:class:`_ClientsBackend`) in the contract's messages.
+
+        ``clients`` index the federation; ``common``: model rows every client gets (stacked), ``rows``: each
+        client's own (one model's record), ``each``: each client's own settings; ``runs``: the message asks
+        ``choose="lowest-loss"`` over that many runs.  ``train`` and ``query.gradient`` carry the strategy's
+        ``local-steps`` and ``lr`` under ``train_config`` under the estimator's settings; ``server-round`` counts
+        the exchanges.  Returns :class:`~nets.flower.backend.Answers` (lost clients: not answered)."""
+        from .backend import Answers
+
+        self._exchanges += 1
+        rnd = int(config.get("round", 0)) + 1  # the records count the estimator's rounds
+        nodes = [self._federation[int(c)] for c in clients]
+        training = action in (TRAIN, GRADIENT)
+        base = {"local-steps": self.local_steps, "lr": self.lr, **self._train_config} if training else {}
+        engine = {k: _plain(v) for k, v in config.items() if k != "round"}
+        if runs:
+            engine.update({"choose": CHOOSE_LOWEST, **({"runs": runs} if runs > 1 else {})})
+        shared = ArrayRecord() if common is None else self.layout.record(common)
+        contents = {}
+        for a, node in enumerate(nodes):
+            own = {k: _plain(v) for k, v in each[a].items()} if each is not None else {}
+            cfg = ConfigRecord({**base, **engine, **own, "server-round": self._exchanges})
+            arrays = shared if rows is None else self.layout.unflatten(np.asarray(rows[a])[0])
+            contents[node] = self._content(arrays, cfg)
+        self._round_asked.update(nodes)
+        replies = self._grid.send_and_receive(self._messages(action, contents), timeout=self._timeout)
+        due = max(runs, 1) if training else None
+        ok = self._collect(rnd, action, replies, asked=nodes, models=due, choose=bool(runs))
+        width = 0 if common is None or action not in (LOSSES,) and not runs else len(common)
+        table = np.full((len(nodes), max(width, 1)), np.nan)
+        out = np.full((len(nodes), due or 1, self.layout.n_params), np.nan)
+        answered = np.zeros(len(nodes), dtype=bool)
+        k = width // max(runs, 1)
+        for a, node in enumerate(nodes):
+            if node not in ok:
+                continue
+            if width:
+                losses = self._reply_losses(rnd, action, node, ok, width)
+                if losses is None:
+                    continue
+                if runs:  # the client's choice must be its lowest-loss model of every run
+                    best = group_argmin(losses[None], k)[0]
+                    said = ok[node][METRICS].get("cluster")
+                    claimed = np.atleast_1d(np.asarray(said if said is not None else [], dtype=np.float64))
+                    if claimed.shape != best.shape or not np.array_equal(claimed, best):
+                        self._lose(rnd, action, node, f"trained model {said!r} where its losses give model "
+                                   f"{int(best[0]) if runs == 1 else best.tolist()}")
+                        continue
+                table[a] = losses
+            if training:
+                record = ok[node][self.arrayrecord_key]
+                out[a] = self.layout.stack(split_clusters(record)) if due > 1 else self.layout.flatten(record)[None]
+                self._round_ok[node] = ok[node]
+            answered[a] = True
+        return Answers(answered, out if training else None, {"losses": table} if width else {})
+
+    def _evaluate_round(self, rnd: int, result: Result, evaluate_config: ConfigRecord | None,
+                        evaluate_fn: Callable[[int, RecordDict], MetricRecord | None] | None,
+                        federated: bool = True) -> None:
+        """Round ``rnd``'s evaluations of :attr:`models` with :attr:`labels`: the clients' (when due, one
+        ``evaluate`` exchange) and ``evaluate_fn``'s (every round, and before the first: round 0)."""
+        if federated:
+            messages = self.configure_evaluate(rnd, self.layout.record(self.models),
+                                               ConfigRecord(dict(evaluate_config or {})), self._grid)
+            if messages:
+                self._exchanges += 1
+                for msg in messages:
+                    msg.content[self.configrecord_key]["server-round"] = self._exchanges
+                metrics = self.aggregate_evaluate(rnd, self._grid.send_and_receive(messages, timeout=self._timeout))
+                if metrics is not None:
+                    result.evaluate_metrics_clientapp[rnd] = metrics
+        if evaluate_fn is not None:
+            metrics = evaluate_fn(rnd, cluster_models([self.layout.unflatten(row) for row in self.models],
+                                                      self.labels, self.partitions))
+            if metrics is not None:
+                result.evaluate_metrics_serverapp[rnd] = metrics
 
 def _check_train_config(config: ConfigRecord | None) -> None:
     """``train_config``'s ``lr`` (a finite number > 0) and ``local-steps`` (an integer >= 0), which override the
@@ -641,6 +752,11 @@ def reply_defect(content: RecordDict, layout: Layout, models: int | None, *, wei
     return None
 
 
+def _plain(value):
+    """A ConfigRecord value: numpy scalars as Python numbers."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _is_partition(value) -> bool:
     """A valid ``partition-id``: an integer >= 0 (an int, or a float of integer value)."""
     return (isinstance(value, (int, float)) and not isinstance(value, bool) and bool(np.isfinite(value))
@@ -686,7 +802,7 @@ def _train_losses(ok: dict[int, RecordDict], weight: str = NUM_EXAMPLES) -> dict
 
 
 class _AssignThenTrain(ClusteredStrategy):
-    """IFCA and CLoVE: the losses of every model, the server's assignment, the assigned model trained, averaged."""
+    """CLoVE: the losses of every model, the server's assignment, the assigned model trained, averaged."""
 
     def __init__(self, n_clusters: int, *, averaging: str = "model", **options):
         super().__init__(**options)
@@ -695,7 +811,6 @@ class _AssignThenTrain(ClusteredStrategy):
         self._round: dict = {}
         self._round_lr = self.lr
         self._server_round = 0
-        self._client_choice = False
 
     def _settings(self) -> dict:
         return {"averaging": self.averaging, **super()._settings()}
@@ -712,9 +827,7 @@ class _AssignThenTrain(ClusteredStrategy):
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> list[Message]:
         """Ask the sampled nodes for the losses of every cluster model (``query.losses``), assign each node a
-        model by the algorithm's rule, and return Flower's ``train`` message of each node: its model.  With the
-        client's choice (IFCA's ``client_choice``) no losses are asked: each node's ``train`` message carries
-        every cluster model and ``choose="lowest-loss"``."""
+        model by the algorithm's rule, and return Flower's ``train`` message of each node: its model."""
         self._round_lost = set()
         self._server_round = server_round
         records = split_clusters(arrays)
@@ -728,54 +841,15 @@ class _AssignThenTrain(ClusteredStrategy):
         self._round_lr = float(config["lr"])
         # gradient averaging: each client's gradient at its model (query.gradient); model averaging: its update
         kind = GRADIENT if self.averaging == "gradient" else TRAIN
-        if self._client_choice:
-            self._round = {"asked": len(nodes), "nodes": nodes, "choice": True}
-            config = ConfigRecord({**config, "choose": CHOOSE_LOWEST, **({"runs": self._runs} if self._runs > 1
-                                                                         else {})})
-            return self._messages(kind, {node: self._content(arrays, config) for node in nodes})
         got, L, _ = self._losses(server_round, nodes, arrays, k)
         assign = self._assign(L) if len(got) else np.zeros(0, dtype=np.int64)
-        self._relabel(nodes, got, assign, L)
-        return self._messages(kind, {node: self._content(records[j], ConfigRecord(
-            {**config, "cluster": int(j)})) for node, j in zip(got, assign, strict=True)})
-
-    def _relabel(self, nodes: list[int], got: list[int], assign: np.ndarray, L: np.ndarray) -> None:
-        """The round's assignment: lost clients leave the round (M_t); the others take their new cluster."""
-        for node in nodes:
+        for node in nodes:  # lost clients leave the round (M_t); the others take their new cluster
             self.labels.pop(node, None)
         self.labels.update({node: int(j) for node, j in zip(got, assign, strict=True)})
         objective = float(np.take_along_axis(L, assign[:, None], 1).mean()) if len(got) else float("nan")
         self._round = {"asked": len(nodes), "nodes": got, "assign": assign, "objective": objective}
-
-    def _client_choices(self, server_round: int, kind: str, ok: dict[int, RecordDict]) -> None:
-        """The clients' own choices (``choose="lowest-loss"``, IFCA): each reply's ``losses`` give the server's
-        assignment in every run (:func:`~synth.algorithms.common.group_argmin`); a reply whose ``cluster`` is not
-        that model (one index per run) is lost, as a malformed one.  The clusters shown are the run of lowest
-        total loss this round."""
-        nodes, width, R = self._round["nodes"], len(self.models), self._runs
-        k = width // R
-        got, rows = [], []
-        for node in nodes:
-            losses = self._reply_losses(server_round, kind, node, ok, width)
-            if losses is None:
-                continue
-            metrics = ok[node][METRICS]
-            best = group_argmin(losses[None], k)[0]
-            claimed = np.atleast_1d(np.asarray(metrics.get("cluster", []), dtype=np.float64))
-            if claimed.shape != best.shape or not np.array_equal(claimed, best):
-                said = metrics.get("cluster")
-                self._lose(server_round, kind, node, f"trained model {said!r} where its losses give model "
-                           f"{int(best[0]) if R == 1 else best.tolist()}")
-                continue
-            got.append(node)
-            rows.append(losses)
-        L = np.array(rows).reshape(len(got), width)
-        runs = group_argmin(L, k) if got else np.zeros((0, R), dtype=np.int64)
-        if got:  # IFCA Sec. VI-A's rule for restarts: the run of lowest total loss
-            self._best_run = int(np.nan_to_num(L.reshape(len(got), R, k), nan=np.inf).min(2).sum(0).argmin())
-        b = self._best_run
-        self._relabel(nodes, got, runs[:, b], L[:, b * k:(b + 1) * k])
-        self._round["runs"] = runs
+        return self._messages(kind, {node: self._content(records[j], ConfigRecord(
+            {**config, "cluster": int(j)})) for node, j in zip(got, assign, strict=True)})
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None,
                                                                                      MetricRecord | None]:
@@ -784,73 +858,147 @@ class _AssignThenTrain(ClusteredStrategy):
         (:func:`~synth.algorithms.common.apply_round`).  A model none of whose clients answered stays as it was."""
         gradient = self.averaging == "gradient"
         kind = GRADIENT if gradient else TRAIN
-        ok = self._collect(server_round, kind, replies, models=self._runs, choose=bool(self._round.get("choice")))
-        if self._round.get("choice"):
-            self._client_choices(server_round, kind, ok)
-            ok = {node: ok[node] for node in self._round["nodes"]}
+        ok = self._collect(server_round, kind, replies, models=1)
         r = self._round
         keep = [a for a, node in enumerate(r["nodes"]) if node in ok]
         nodes = [r["nodes"][a] for a in keep]
         assign = r["assign"][keep]
         if nodes:
             counts = np.array([float(ok[n][METRICS].get(self.weighted_by_key, 1)) for n in nodes])
-            R = self._runs
-            k = len(self.models) // R
-            lr = self._round_lr
-            stacks = []
-            for run in range(R):  # IFCA's restarts (a few runs; each run's clients and models are vectorised)
-                if R == 1:
-                    values = np.stack([self.layout.flatten(ok[n][self.arrayrecord_key]) for n in nodes])
-                else:  # each reply holds one model (or gradient) per run, stacked
-                    values = np.stack([self.layout.flatten(split_clusters(ok[n][self.arrayrecord_key])[run])
-                                       for n in nodes])
-                W = self._weights(assign if R == 1 else r["runs"][keep, run], counts)
-                replies = _Replies(self.layout.n_params, counts, **{"gradients" if gradient else "updates": values})
-                before = self.models[run * k:(run + 1) * k]
-                after = apply_round(replies, before, W, np.full(k, lr if gradient else 1.0), self.averaging,
-                                    self.local_steps, gradient=replies.combine(W, values) if gradient else None)
-                stacks.append(_keep_integers(self.layout, after, before, None if gradient else W, values))
-            self.models = np.concatenate(stacks)
+            k = len(self.models)
+            values = np.stack([self.layout.flatten(ok[n][self.arrayrecord_key]) for n in nodes])
+            W = self._weights(assign, counts)
+            replies = _Replies(self.layout.n_params, counts, **{"gradients" if gradient else "updates": values})
+            after = apply_round(replies, self.models, W, np.full(k, self._round_lr if gradient else 1.0),
+                                self.averaging, self.local_steps,
+                                gradient=replies.combine(W, values) if gradient else None)
+            self.models = _keep_integers(self.layout, after, self.models, None if gradient else W, values)
         self._after_round(r)
         metrics = self._train_metrics(server_round, r["asked"], len(nodes), {"objective": r["objective"]},
                                       _train_losses(ok, self.weighted_by_key), ok)
-        if self._runs > 1:  # every run's clusters (the round's labels are the best run's)
-            self.history[-1].update({"best-run": self._best_run, "run-labels": {
-                node: [int(j) for j in row] for node, row in zip(r["nodes"], r["runs"], strict=True)}})
         return self.layout.record(self.models), metrics
 
     def _after_round(self, r: dict) -> None:
         """After the aggregation (CLoVE's unknown-K pruning)."""
 
-    def _model_index(self, cluster: int) -> int:
-        return self._best_run * (len(self.models) // self._runs) + cluster
+
+class _ClientsBackend(FederatedBackend):
+    """The estimator's :class:`~nets.flower.backend.FederatedBackend` over a user's ClientApp: the model stacks are
+    float64 numpy rows of :class:`~nets.flower.arrays.Layout` (the server knows the model only from
+    ``initial_arrays``), the exchanges are the strategy's (:meth:`ClusteredStrategy._engine_exchange`).
+
+    ``choose`` (IFCA's ``client_choice``): the round's losses come from one ``train`` (or ``query.gradient``)
+    exchange that carries every model with ``config["choose"] = "lowest-loss"``: each client returns its losses
+    and the update of (or gradient at) its lowest-loss model of every run, which the estimator's
+    ``local_update`` (one call per run) and ``weighted_gradients`` of the same round then take.  The estimator
+    assigns by the same argmin of the same losses, so the decisions are those of two exchanges, with half the
+    messages.  Integer arrays (BatchNorm's ``num_batches_tracked``) are not averaged: a model averaged over
+    clients takes the largest of their values, a gradient step leaves them (:func:`_keep_integers`'s rule).
+    """
+
+    def __init__(self, strategy: ClusteredStrategy, m: int, choose: str | None = None, runs: int = 1):
+        super().__init__(strategy._engine_exchange, _Replies(strategy.layout.n_params), np.ones(m))
+        self._strategy, self.choose, self.runs = strategy, choose, int(runs)
+        self._integer = strategy.layout.integer
+        self._chosen: dict[int, np.ndarray] = {}  # client -> its (runs, P) updates or gradients of the round
+        self._chose = False  # the round's choice exchange is done (a later losses call is the final pass)
+        self._run = 0
+        self.round_losses = (np.zeros(0, dtype=np.int64), np.zeros((0, 0)))  # answering clients, their losses
+
+    def at_round(self, t: int):
+        self._strategy._begin_round(t)
+        self._chose, self._run, self._chosen = False, 0, {}
+        return super().at_round(t)
+
+    def losses(self, models, clients=None) -> np.ndarray:
+        """``f_i(models[j])``; with ``choose``, from the round's one exchange (class docstring)."""
+        idx = self._index(clients)
+        if self.choose is None or self._chose:
+            L = super().losses(models, clients)
+        else:
+            self._chose = True
+            M = self._rows(models)
+            ans = self._ask(self.choose, idx, {}, common=M, runs=self.runs)
+            L = ans.table("losses", len(M))
+            rows = ans.stack(self.runs, self.n_params, np.float64)
+            self._chosen = {int(i): rows[a] for a, i in enumerate(idx) if ans.answered[a]}
+        ok = ~np.isin(np.arange(len(idx)), sorted(self.lost))
+        self.round_losses = (idx[ok], L[ok])
+        return L
+
+    def local_update(self, models, labels, steps: int, lr, clients=None, state=None):
+        if self.choose is None:
+            return super().local_update(models, labels, steps, lr, clients, state)
+        idx, r = self._index(clients), self._run
+        self._run += 1  # IFCA's model averaging asks run after run
+        self._lost_rows = None
+        return np.stack([self._chosen[int(i)][r] for i in idx]) if len(idx) else np.zeros((0, self.n_params))
+
+    def weighted_gradients(self, models, weights, clients=None):
+        """``G[j] = sum_i weights[i, j] grad f_i(models[j])``, each client at its one model (IFCA's one-hot
+        weights).  A client lost in this exchange leaves the round's ``M_t``: the others' weights are scaled to the
+        total they had with it (IFCA's ``1 / |M_t|`` over the clients that answered).  Integer entries get no
+        gradient (a step leaves them)."""
+        idx, W = self._index(clients), np.array(weights, dtype=np.float64)
+        G = np.zeros((W.shape[1], self.n_params))
+        if self.choose is not None and len(idx):  # the round's choice exchange brought every run's gradient
+            k = W.shape[1] // self.runs
+            grads = np.stack([self._chosen[int(i)] for i in idx])  # (c, runs, P)
+            for r in range(self.runs):  # a few runs; each run's clients and models in one product
+                G[r * k:(r + 1) * k] = W[:, r * k:(r + 1) * k].T @ grads[:, r]
+        ask = np.flatnonzero(W.any(1))
+        if self.choose is None and len(ask):  # one model per client (no restarts without the client's choice)
+            cols, M = W[ask].argmax(1), self._rows(models)
+            ans = self._ask(GRADIENT, idx[ask], {}, rows=[M[j:j + 1] for j in cols],
+                            each=[{"cluster": int(j)} for j in cols])
+            w, got = W[ask, cols], ans.answered
+            if got.any() and not got.all():
+                w = np.where(got, w, 0.0) * (w.sum() / w[got].sum())
+            np.add.at(G, cols[got], w[got, None] * ans.stack(1, self.n_params, np.float64)[got, 0])
+        G[:, self._integer] = 0.0
+        return G
+
+    def combine(self, weights, values):
+        """The clients' average (lost updates left out, :class:`~nets.flower.backend.FederatedBackend`); each
+        integer entry the largest of the averaged clients' (BatchNorm's ``num_batches_tracked``: the most batches
+        any of them has seen)."""
+        out = super().combine(weights, values)
+        if self._integer.any() and len(out):
+            W, V = np.asarray(weights), np.asarray(values, dtype=np.float64)
+            for g in range(out.shape[0]):
+                rows = W[:, g] != 0
+                if rows.any():
+                    out[g, self._integer] = V[rows][:, self._integer].max(0)
+        return out
 
 
-class IFCA(_AssignThenTrain):
+class IFCA(ClusteredStrategy):
     """IFCA (Ghosh et al., IFCA journal Alg. 2; option I gradient averaging, option II model averaging) for any
     model and ClientApp.
 
-    Each round every sampled client reports the loss of each of the ``n_clusters`` models on its training data
-    (``query.losses``); the server gives it the model of lowest loss (its cluster identity,
+    The estimator :class:`synth.algorithms.ifca.IFCA` -- the one IFCA of ``nets run`` -- runs on the server; each
+    of its operations on client data is one exchange of the client contract's messages (:class:`_ClientsBackend`).
+    Each round the sampled clients (the estimator's ``M_t``: ``fraction_train`` and ``min_train_nodes`` give its
+    ``participation``, the draw is the estimator's, over the nodes sorted by id) report the loss of each of the
+    ``n_clusters`` models on their training data; each takes the model of lowest loss (its cluster identity,
     :func:`synth.algorithms.common.group_argmin`).  ``averaging="model"`` (option II): the client trains it for
     ``local_steps`` steps (``train``) and each model becomes the plain mean of its clients' models (IFCA's average
     over ``S_j``).  ``averaging="gradient"`` (option I): the client returns its gradient at the model
-    (``query.gradient``) and each model steps by ``lr / |M_t|`` times the sum of its clients' gradients (both
-    :func:`synth.algorithms.common.apply_round`).  Parameters as :class:`ClusteredStrategy`, plus ``n_clusters``
-    (k), ``averaging``, ``client_choice`` and ``n_init``.
+    (``query.gradient``) and each model steps by ``lr / |M_t|`` times the sum of its clients' gradients.  After the
+    last round one ``query.losses`` of the final models gives each client its cluster (its lowest-loss final
+    model, the estimator's rule, as in ``nets run``) and, with restarts, picks the run.  Parameters as
+    :class:`ClusteredStrategy`, plus ``n_clusters`` (k), ``averaging``, ``client_choice`` and ``n_init``.
 
     ``n_init``: IFCA's restarts (Sec. VI-A), run side by side.  Left out, it is :data:`DEFAULT_RESTARTS` (5) when
     ``initial_arrays`` is one record (the strategy replicates it into every run's starts) and ``client_choice`` is
     True, else 1 (``initial_arrays`` stacking the ``k`` models is one run of the user's own starts): one start of
     ``k`` replicated models can leave two groups in one cluster (a 3-group digits app: 2 of 5 seeds separate the
-    groups with one start, 5 of 5 with five).  ``initial_arrays`` holds ``n_init * n_clusters``
-    models, run by run (or one record, replicated); every message carries them all with ``config["runs"]``, each
-    client picks and trains its lowest-loss model of every run and returns one model per run (stacked), and
-    each run is averaged on its own.  A round's clusters and evaluation are those of the run of lowest total
-    loss that round; at the end of the last round one more ``query.losses`` of every run's final models picks the
-    run of lowest total loss (:func:`synth.algorithms.ifca.IFCA`'s rule, without its divergence guard), whose
-    ``k`` models the last evaluation and the result hold (:attr:`best_run`, :attr:`run_losses`).  Needs
-    ``client_choice=True``.
+    groups with one start, 5 of 5 with five).  ``initial_arrays`` holds ``n_init * n_clusters`` models, run by
+    run (or one record, replicated); every message carries them all with ``config["runs"]``, each client picks and
+    trains its lowest-loss model of every run and returns one model per run (stacked), and each run is averaged
+    on its own.  A round's clusters and evaluation are those of the run of lowest total loss that round; the final
+    ``query.losses`` picks the run of lowest total loss (the estimator's rule), whose ``k`` models the last
+    evaluation and the result hold (:attr:`best_run`, :attr:`run_losses`).  Needs ``client_choice=True``.
 
     ``client_choice=True`` (default): one message per client per round.  The ``train`` (or ``query.gradient``)
     message carries every cluster model and ``config["choose"] = "lowest-loss"``; the client computes the
@@ -859,16 +1007,23 @@ class IFCA(_AssignThenTrain):
     ``cluster`` is not its lowest-loss model is lost).  The same decisions as ``False`` (two exchanges:
     ``query.losses``, then the chosen model), which a ClientApp that answers one model per message needs, with
     half the messages (bench/README.md#flower).
+
+    Rounds.  ``config["server-round"]`` in each message counts the run's exchanges (the engine makes one or two
+    per round, the evaluations and the final ``query.losses`` one each); the records (:attr:`history`,
+    ``Result``'s metrics, :attr:`lost`) count the estimator's rounds, 1 to ``num_rounds``.
     """
 
     algorithm = "IFCA"
 
     def __init__(self, n_clusters: int, *, averaging: str = "model", client_choice: bool = True,
                  n_init: int | None = None, **options):
-        super().__init__(n_clusters, averaging=averaging, **options)
+        super().__init__(**options)
+        self.n_clusters = check_int("n_clusters", n_clusters, low=1)
+        self.averaging = check_choice("averaging", averaging, AVERAGINGS)
+        self.local_steps = check_int("local_steps", self.local_steps, low=1)  # the estimator's tau >= 1
         if not isinstance(client_choice, bool):
             raise TypeError(f"client_choice must be True or False, got {client_choice!r}")
-        self._client_choice = client_choice
+        self.client_choice = client_choice
         self._n_init_given = n_init is not None
         if n_init is None:  # restarts where the strategy makes the starts itself (and the client chooses)
             n_init = DEFAULT_RESTARTS if client_choice else 1
@@ -876,17 +1031,12 @@ class IFCA(_AssignThenTrain):
         if self.n_init > 1 and not client_choice:
             raise ValueError(f"n_init={n_init} restarts need client_choice=True (each client trains its model of "
                              "every run from one message)")
-        self._runs = self.n_init
         self.best_run: int | None = None
         self.run_losses: np.ndarray | None = None
 
-    @property
-    def client_choice(self) -> bool:
-        return self._client_choice
-
     def _settings(self) -> dict:
-        return {"n_clusters": self.n_clusters, "client_choice": self._client_choice, "n_init": self.n_init,
-                **super()._settings()}
+        return {"n_clusters": self.n_clusters, "client_choice": self.client_choice, "n_init": self.n_init,
+                "averaging": self.averaging, **super()._settings()}
 
     def _n_models(self) -> int:
         return self.n_clusters * self.n_init
@@ -894,40 +1044,87 @@ class IFCA(_AssignThenTrain):
     def _initial_models(self, initial_arrays: ArrayRecord) -> np.ndarray:
         if not self._n_init_given and isinstance(initial_arrays, ArrayRecord) and len(
                 split_clusters(initial_arrays)) > 1:  # the user's own k starts: one run of them
-            self.n_init = self._runs = 1
+            self.n_init = 1
         return super()._initial_models(initial_arrays)
 
-    def _assign(self, losses: np.ndarray) -> np.ndarray:
-        return group_argmin(losses, self.n_clusters)[:, 0]
+    def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int | None = None, timeout: float = 3600,
+              train_config: ConfigRecord | None = None, evaluate_config: ConfigRecord | None = None,
+              evaluate_fn: Callable[[int, RecordDict], MetricRecord | None] | None = None) -> ClusteredResult:
+        """Run IFCA from ``initial_arrays`` for ``num_rounds`` rounds (default 3); see :meth:`ClusteredStrategy.start`
+        for the arguments and the ``Result``."""
+        from synth.algorithms.ifca import IFCA as Estimator
 
-    def _weights(self, assign: np.ndarray, counts: np.ndarray) -> np.ndarray:
-        # IFCA's weights: one-hot at the chosen model; model averaging averages each model's clients uniformly,
-        # gradient averaging scales every client's gradient by 1/|M_t| (the clients that answered), as Alg. 1
-        scale = 1.0 / max(len(assign), 1) if self.averaging == "gradient" else 1.0
-        return one_hot_runs(assign[:, None], self.n_clusters, scale)
+        T = self._check_rounds(num_rounds)
+        train = self._begin(initial_arrays, T, timeout, train_config)
+        R, k = self.n_init, self.n_clusters
+        starts = self.models.reshape(R, k, -1)
+        result = ClusteredResult()
+        log(INFO, "Starting %s strategy:", type(self).__name__)
+        self.summary()
+        try:
+            nodes = self._connect(grid)
+            kind = GRADIENT if self.averaging == "gradient" else TRAIN
+            backend = _ClientsBackend(self, len(nodes), kind if self.client_choice else None, R)
+            self.models = starts[0]
+            self._evaluate_round(0, result, evaluate_config, evaluate_fn, federated=False)
+            runs: list[tuple[np.ndarray, np.ndarray]] = []
+
+            def monitor(t: int, models: np.ndarray, labels: np.ndarray) -> dict:
+                runs.append((np.asarray(models, dtype=np.float64), np.asarray(labels)))
+                if len(runs) == R:  # the round's last run: its records and evaluation (the last after the fit)
+                    self._ifca_round(t, list(runs), backend, result)
+                    runs.clear()
+                    if t < T - 1:
+                        self._evaluate_round(t + 1, result, evaluate_config, evaluate_fn)
+                return {}
+
+            est = Estimator(n_clusters=k, n_rounds=T, step_size=train["lr"], averaging=self.averaging,
+                            local_steps=train["local-steps"], participation=self._participation(len(nodes)),
+                            init=starts, n_init=R, random_state=self._rng, monitor=monitor)
+            est.fit(backend)
+            res = est.result_
+            self.models = np.asarray(res.models, dtype=np.float64)
+            self.labels = {nodes[i]: int(c) for i, c in enumerate(res.labels) if c >= 0}
+            if R > 1:
+                self.best_run, self.run_losses = int(res.extra["best_run"]), np.asarray(res.extra["run_losses"])
+            self._evaluate_round(T, result, evaluate_config, evaluate_fn)
+        finally:
+            self.running = False
+            _RUNNING.discard(self)
+        result.arrays = cluster_models([self.layout.unflatten(row) for row in self.models], self.labels,
+                                       self.partitions)
+        return result
+
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                        grid: Grid) -> list[Message]:
+        """Not Flower's round loop: the estimator makes the exchanges (:meth:`start`)."""
+        raise RuntimeError(f"{type(self).__name__}'s rounds are the estimator's; run it with start()")
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None,
                                                                                      MetricRecord | None]:
-        """As :class:`_AssignThenTrain`; with restarts the last round ends with the run kept (:meth:`_keep_run`),
-        so that the last evaluation and ``evaluate_fn`` see the models of the result."""
-        arrays, metrics = super().aggregate_train(server_round, replies)
-        if self._runs > 1 and server_round == self.num_rounds:
-            self._keep_run()
-            arrays = self.layout.record(self.models)
-        return arrays, metrics
+        """Not Flower's round loop: the estimator makes the exchanges (:meth:`start`)."""
+        raise RuntimeError(f"{type(self).__name__}'s rounds are the estimator's; run it with start()")
 
-    def _keep_run(self) -> None:
-        """Restarts: the losses of every run's final models on every client; the run of lowest total loss is the
-        result and its lowest-loss models the clients' clusters (a client that does not answer has none)."""
-        R, k = self._runs, self.n_clusters
-        got, L, _ = self._losses(self.num_rounds + 1, self._nodes(), self.layout.record(self.models), R * k)
-        if got:
-            self.run_losses = np.nan_to_num(L.reshape(len(got), R, k), nan=np.inf).min(2).sum(0)
-            self._best_run = int(self.run_losses.argmin())
-        b = self.best_run = self._best_run
-        self.labels = {node: int(j) for node, j in zip(got, group_argmin(L, k)[:, b], strict=True)}
-        self.models = self.models[b * k:(b + 1) * k]
-        self._runs, self._best_run = 1, 0  # the stack is now the chosen run's k models
+    def _ifca_round(self, t: int, runs: list[tuple[np.ndarray, np.ndarray]], backend: _ClientsBackend,
+                    result: ClusteredResult) -> None:
+        """Round ``t``'s records: the clusters of the run of lowest total loss this round (IFCA Sec. VI-A's rule
+        for restarts) and the clients' train metrics."""
+        R, k, nodes = len(runs), self.n_clusters, self._federation
+        idx, L = backend.round_losses
+        if len(idx):
+            self._best_run = int(np.nan_to_num(L.reshape(len(idx), R, k), nan=np.inf).min(2).sum(0).argmin())
+        b = self._best_run
+        self.models, labels = runs[b]
+        self.labels = {nodes[i]: int(c) for i, c in enumerate(labels) if c >= 0}
+        chosen = labels[idx] if len(idx) else np.zeros(0, dtype=np.int64)
+        objective = float(L[np.arange(len(idx)), b * k + chosen].mean()) if len(idx) else float("nan")
+        ok = self._round_ok
+        result.train_metrics_clientapp[t + 1] = self._train_metrics(
+            t + 1, len(self._round_asked), len(ok), {"objective": objective}, _train_losses(ok, self.weighted_by_key),
+            ok)
+        if R > 1:  # every run's clusters (the round's labels are the best run's)
+            self.history[-1].update({"best-run": b, "run-labels": {
+                nodes[i]: [int(run[1][i]) for run in runs] for i in idx}})
 
 
 class CLoVE(_AssignThenTrain):
