@@ -159,9 +159,9 @@ def _two_group_round(strategy: str, lost, **options):
 def test_lost_client_leaves_the_aggregate(strategy, how):
     """Nodes 1, 2 (partitions 0, 1) are cluster 0; node 2 is lost in training: cluster 0's model is node 1's
     update, not its average with the model node 2 was sent."""
-    # IFCA's server-round counts exchanges: with the server's choice, query.losses is the first, train the second
+    # server-round counts exchanges: with the server's choice (and CLoVE) query.losses is the first, train the second
     s, result, models, start, c0, c1 = _two_group_round(
-        strategy, fails(2, TRAIN, rounds=(2,) if strategy == "ifca-server-choice" else (1,), how=how), local_steps=1)
+        strategy, fails(2, TRAIN, rounds=(1,) if strategy == "ifca" else (2,), how=how), local_steps=1)
     survivor = toy_update(start[c0], TWO_GROUPS[0], 1, 0.25)
     assert np.array_equal(models[c0], survivor)
     # the other cluster: both updates, weighted as the algorithm weighs (IFCA: equally; CLoVE: by num-examples)
@@ -179,7 +179,7 @@ def test_gradient_averaging_steps_along_the_gradients_that_arrived(strategy):
     exchange; each model steps by lr along its answering clients' gradients (IFCA: each scaled by 1/|M_t|, the 3
     that answered; CLoVE: num-examples-weighted within the model)."""
     s, _, models, start, c0, c1 = _two_group_round(
-        strategy, fails(2, GRADIENT, rounds=(2,) if strategy == "ifca-server-choice" else (1,)), averaging="gradient")
+        strategy, fails(2, GRADIENT, rounds=(1,) if strategy == "ifca" else (2,)), averaging="gradient")
     g = {p: 2.0 * (start[c0 if p < 2 else c1] - TWO_GROUPS[p]) for p in range(4)}
     if strategy != "clove":
         want0, want1 = start[c0] - 0.25 / 3 * g[0], start[c1] - 0.25 / 3 * (g[2] + g[3])
@@ -650,3 +650,13 @@ def test_user_model_ifca_restarts_as_nets_run(user_app, monkeypatch):
     for node, c in s.labels.items():
         labels[s.partitions[node]] = c
     assert s.best_run == final["best"] and np.array_equal(labels, final["labels"])
+
+
+def test_clove_unknown_k_prunes_to_the_groups():
+    """CLoVE's unknown-K mode (n_clusters=None, the estimator's): three models on two groups of three clients; the
+    model no client cluster is matched to is pruned, and the result holds the two groups' models."""
+    s = CLoVE(n_clusters=None, max_clusters=3, local_steps=1, lr=0.25, evaluate_every=0)
+    result = s.start(InlineGrid(toy_app(SIX), 6), toy_models([5.0, 0.0], [-5.0, 0.0], [0.0, 9.0]), num_rounds=3)
+    by_part = {s.partitions[n]: c for n, c in s.labels.items()}
+    assert len(split_clusters(result.arrays)) == 2 and len(s.models) == 2
+    assert by_part[0] == by_part[1] == by_part[2] != by_part[3] == by_part[4] == by_part[5]

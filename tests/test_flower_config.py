@@ -31,10 +31,10 @@ LAYOUT = Layout(ArrayRecord({"w": Array(np.zeros(2))}))
 START = [np.array([1.0, 0.0]), np.array([-1.0, 0.0])]
 
 
-# the server-round of the train messages: IFCA's counts its exchanges (the server's choice asks query.losses first)
+# the server-round of the train messages counts exchanges (the server's choice and CLoVE ask query.losses first)
 @pytest.mark.parametrize("make, train_round", [(lambda **o: IFCA(n_clusters=2, **o), 1),
                                                (lambda **o: IFCA(n_clusters=2, client_choice=False, **o), 2),
-                                               (lambda **o: CLoVE(n_clusters=2, **o), 1)])
+                                               (lambda **o: CLoVE(n_clusters=2, **o), 2)])
 def test_train_config_overrides_the_strategys_lr_and_local_steps(make, train_round):
     grid = InlineGrid(toy_app(TWO_GROUPS, {p: 10 for p in range(4)}), 4)
     s = make(evaluate_every=0)  # lr=0.1, local_steps=10 by default

@@ -8,8 +8,8 @@ strategy::
 
 ``initial_arrays`` is one model's ``state_dict`` record (the strategy makes the other cluster models from it,
 :func:`~nets.flower.arrays.replicate`) or the ``k`` cluster models stacked by
-:func:`~nets.flower.arrays.stack_clusters`.  IFCA's rounds are its estimator's (below); for CLoVE and SR-FCA
-Flower's own ``Strategy.start`` runs the rounds: each round
+:func:`~nets.flower.arrays.stack_clusters`.  IFCA's and CLoVE's rounds are their estimators' (below); for
+SR-FCA Flower's own ``Strategy.start`` runs the rounds: each round
 :meth:`configure_train` -> ``grid.send_and_receive`` -> :meth:`aggregate_train` -> :meth:`configure_evaluate` ->
 :meth:`aggregate_evaluate`; the ``arrays`` passed from round to round are the cluster models, stacked.  What the
 clients must answer (``docs/flower-contract.md``): Flower's ``train`` and ``evaluate`` messages, plus
@@ -21,21 +21,19 @@ The three strategies share the reply check (:func:`reply_defect`: a malformed or
 client; ``nets flower``'s strategies check the form of their replies with it too), the exchange helpers and the
 result records.
 
-Each algorithm exists once, in :mod:`synth.algorithms`; these strategies run its estimator (IFCA) or call its
-steps (CLoVE, SR-FCA) on the numbers the clients return (flat float64 vectors of the models,
+Each algorithm exists once, in :mod:`synth.algorithms`; these strategies run its estimator (IFCA, CLoVE) or call
+its steps (SR-FCA) on the numbers the clients return (flat float64 vectors of the models,
 :class:`~nets.flower.arrays.Layout`):
 
-* IFCA (IFCA journal Alg. 2, model or gradient averaging) is the estimator itself,
-  :class:`synth.algorithms.ifca.IFCA`, the one IFCA of ``nets run``, run on the server: each of its operations on
-  client data (losses, local updates, gradients) is one exchange of the contract's messages
-  (:class:`_ClientsBackend`, a :class:`~nets.flower.backend.FederatedBackend` on the user's model layout), so it
-  takes ``nets run``'s decisions from the same numbers.  With ``client_choice=True`` one message per client and
-  round carries every model with ``choose="lowest-loss"``: the client trains its lowest-loss model and returns it
-  with its losses, from which the estimator assigns.  ``config["server-round"]`` counts the exchanges; the
-  records count the estimator's rounds.
-* CLoVE (Alg. 1, option I): the estimator's own assignment step (``synth.algorithms.clove.CLoVE._assign``: loss
-  vectors, k-means or agglomerative clustering, min-cost matching of client clusters to models; unknown-K mode
-  with its pruning), :func:`~synth.algorithms.common.assignment_weights` (``n_i``-weighted) and ``apply_round``.
+* IFCA (IFCA journal Alg. 2) and CLoVE (Alg. 1), model or gradient averaging, are the estimators themselves,
+  :class:`synth.algorithms.ifca.IFCA` and :class:`synth.algorithms.clove.CLoVE`, the ones of ``nets run``, run on
+  the server (:class:`_EngineStrategy`): each of their operations on client data (losses, local updates,
+  gradients) is one exchange of the contract's messages (:class:`_ClientsBackend`, a
+  :class:`~nets.flower.backend.FederatedBackend` on the user's model layout), so they take ``nets run``'s
+  decisions from the same numbers.  With IFCA's ``client_choice=True`` one message per client and round carries
+  every model with ``choose="lowest-loss"``: the client trains its lowest-loss model and returns it with its
+  losses, from which the estimator assigns.  ``config["server-round"]`` counts the exchanges; the records count
+  the estimator's rounds.
 * SR-FCA (Alg. 1-4): round 1 is ONE_SHOT (the clients' local models back, then
   :func:`~synth.algorithms.srfca.one_shot` on :func:`~synth.algorithms.srfca.client_distances`), each later round
   one TrimmedMeanGD step (:func:`~synth.algorithms.srfca.trimmed_mean_gd`, one step on the clients' gradients),
@@ -76,8 +74,7 @@ from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 from flwr.supercore import log
 
 from synth.algorithms.clove import CLoVE as _CLoVEEstimator
-from synth.algorithms.clove import used_models
-from synth.algorithms.common import apply_round, assignment_weights, group_argmin
+from synth.algorithms.common import assignment_weights, group_argmin
 from synth.algorithms.srfca import (
     DISTS,
     QUANTILE_NAMES,
@@ -648,7 +645,7 @@ class ClusteredStrategy(Strategy):
         width = 0 if common is None or action not in (LOSSES,) and not runs else len(common)
         table = np.full((len(nodes), max(width, 1)), np.nan)
         out = np.full((len(nodes), due or 1, self.layout.n_params), np.nan)
-        answered = np.zeros(len(nodes), dtype=bool)
+        answered, counts = np.zeros(len(nodes), dtype=bool), np.ones((len(nodes), 1))
         k = width // max(runs, 1)
         for a, node in enumerate(nodes):
             if node not in ok:
@@ -666,12 +663,13 @@ class ClusteredStrategy(Strategy):
                                    f"{int(best[0]) if runs == 1 else best.tolist()}")
                         continue
                 table[a] = losses
+            counts[a] = float(ok[node][METRICS].get(self.weighted_by_key, 1))
             if training:
                 record = ok[node][self.arrayrecord_key]
                 out[a] = self.layout.stack(split_clusters(record)) if due > 1 else self.layout.flatten(record)[None]
                 self._round_ok[node] = ok[node]
             answered[a] = True
-        return Answers(answered, out if training else None, {"losses": table} if width else {})
+        return Answers(answered, out if training else None, {"n": counts, **({"losses": table} if width else {})})
 
     def _evaluate_round(self, rnd: int, result: Result, evaluate_config: ConfigRecord | None,
                         evaluate_fn: Callable[[int, RecordDict], MetricRecord | None] | None,
@@ -801,87 +799,6 @@ def _train_losses(ok: dict[int, RecordDict], weight: str = NUM_EXAMPLES) -> dict
     return out
 
 
-class _AssignThenTrain(ClusteredStrategy):
-    """CLoVE: the losses of every model, the server's assignment, the assigned model trained, averaged."""
-
-    def __init__(self, n_clusters: int, *, averaging: str = "model", **options):
-        super().__init__(**options)
-        self.n_clusters = check_int("n_clusters", n_clusters, low=1)
-        self.averaging = check_choice("averaging", averaging, AVERAGINGS)
-        self._round: dict = {}
-        self._round_lr = self.lr
-        self._server_round = 0
-
-    def _settings(self) -> dict:
-        return {"averaging": self.averaging, **super()._settings()}
-
-    def _n_models(self) -> int:
-        return self.n_clusters
-
-    def _assign(self, losses: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
-
-    def _weights(self, assign: np.ndarray, counts: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
-
-    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                        grid: Grid) -> list[Message]:
-        """Ask the sampled nodes for the losses of every cluster model (``query.losses``), assign each node a
-        model by the algorithm's rule, and return Flower's ``train`` message of each node: its model."""
-        self._round_lost = set()
-        self._server_round = server_round
-        records = split_clusters(arrays)
-        self.models = self.layout.stack(records)
-        k = len(records)
-        nodes = self._sample(self._nodes(), self.fraction_train, self.min_train_nodes)
-        # the strategy's local_steps and lr are defaults: a train_config entry overrides them (for the clients and,
-        # with gradient averaging, the server's step)
-        config = ConfigRecord({"local-steps": self.local_steps, "lr": self.lr, **config,
-                               "server-round": server_round})
-        self._round_lr = float(config["lr"])
-        # gradient averaging: each client's gradient at its model (query.gradient); model averaging: its update
-        kind = GRADIENT if self.averaging == "gradient" else TRAIN
-        got, L, _ = self._losses(server_round, nodes, arrays, k)
-        assign = self._assign(L) if len(got) else np.zeros(0, dtype=np.int64)
-        for node in nodes:  # lost clients leave the round (M_t); the others take their new cluster
-            self.labels.pop(node, None)
-        self.labels.update({node: int(j) for node, j in zip(got, assign, strict=True)})
-        objective = float(np.take_along_axis(L, assign[:, None], 1).mean()) if len(got) else float("nan")
-        self._round = {"asked": len(nodes), "nodes": got, "assign": assign, "objective": objective}
-        return self._messages(kind, {node: self._content(records[j], ConfigRecord(
-            {**config, "cluster": int(j)})) for node, j in zip(got, assign, strict=True)})
-
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None,
-                                                                                     MetricRecord | None]:
-        """Model averaging: each cluster model becomes the average of the updates that arrived from its clients.
-        Gradient averaging: each cluster model takes one step of size ``lr`` along its clients' weighted gradients
-        (:func:`~synth.algorithms.common.apply_round`).  A model none of whose clients answered stays as it was."""
-        gradient = self.averaging == "gradient"
-        kind = GRADIENT if gradient else TRAIN
-        ok = self._collect(server_round, kind, replies, models=1)
-        r = self._round
-        keep = [a for a, node in enumerate(r["nodes"]) if node in ok]
-        nodes = [r["nodes"][a] for a in keep]
-        assign = r["assign"][keep]
-        if nodes:
-            counts = np.array([float(ok[n][METRICS].get(self.weighted_by_key, 1)) for n in nodes])
-            k = len(self.models)
-            values = np.stack([self.layout.flatten(ok[n][self.arrayrecord_key]) for n in nodes])
-            W = self._weights(assign, counts)
-            replies = _Replies(self.layout.n_params, counts, **{"gradients" if gradient else "updates": values})
-            after = apply_round(replies, self.models, W, np.full(k, self._round_lr if gradient else 1.0),
-                                self.averaging, self.local_steps,
-                                gradient=replies.combine(W, values) if gradient else None)
-            self.models = _keep_integers(self.layout, after, self.models, None if gradient else W, values)
-        self._after_round(r)
-        metrics = self._train_metrics(server_round, r["asked"], len(nodes), {"objective": r["objective"]},
-                                      _train_losses(ok, self.weighted_by_key), ok)
-        return self.layout.record(self.models), metrics
-
-    def _after_round(self, r: dict) -> None:
-        """After the aggregation (CLoVE's unknown-K pruning)."""
-
-
 class _ClientsBackend(FederatedBackend):
     """The estimator's :class:`~nets.flower.backend.FederatedBackend` over a user's ClientApp: the model stacks are
     float64 numpy rows of :class:`~nets.flower.arrays.Layout` (the server knows the model only from
@@ -896,14 +813,24 @@ class _ClientsBackend(FederatedBackend):
     clients takes the largest of their values, a gradient step leaves them (:func:`_keep_integers`'s rule).
     """
 
-    def __init__(self, strategy: ClusteredStrategy, m: int, choose: str | None = None, runs: int = 1):
+    def __init__(self, strategy: ClusteredStrategy, m: int, choose: str | None = None, runs: int = 1,
+                 normalise: str = "total"):
         super().__init__(strategy._engine_exchange, _Replies(strategy.layout.n_params), np.ones(m))
-        self._strategy, self.choose, self.runs = strategy, choose, int(runs)
+        self._strategy, self.choose, self.runs, self.normalise = strategy, choose, int(runs), normalise
+        # each client's weighted_by_key (num-examples) as its replies say (a count the estimators check at fit;
+        # a float key, e.g. a weight, is kept as it is once replies arrive)
+        self.n_samples = np.ones(m, dtype=np.int64)
         self._integer = strategy.layout.integer
         self._chosen: dict[int, np.ndarray] = {}  # client -> its (runs, P) updates or gradients of the round
         self._chose = False  # the round's choice exchange is done (a later losses call is the final pass)
         self._run = 0
         self.round_losses = (np.zeros(0, dtype=np.int64), np.zeros((0, 0)))  # answering clients, their losses
+
+    def _ask(self, action: str, idx: np.ndarray, config: dict, **payload):
+        ans = super()._ask(action, idx, config, **payload)
+        self.n_samples = self.n_samples.astype(np.float64, copy=False)
+        self.n_samples[idx[ans.answered]] = ans.metrics["n"][ans.answered, 0]
+        return ans
 
     def at_round(self, t: int):
         self._strategy._begin_round(t)
@@ -935,10 +862,9 @@ class _ClientsBackend(FederatedBackend):
         return np.stack([self._chosen[int(i)][r] for i in idx]) if len(idx) else np.zeros((0, self.n_params))
 
     def weighted_gradients(self, models, weights, clients=None):
-        """``G[j] = sum_i weights[i, j] grad f_i(models[j])``, each client at its one model (IFCA's one-hot
-        weights).  A client lost in this exchange leaves the round's ``M_t``: the others' weights are scaled to the
-        total they had with it (IFCA's ``1 / |M_t|`` over the clients that answered).  Integer entries get no
-        gradient (a step leaves them)."""
+        """``G[j] = sum_i weights[i, j] grad f_i(models[j])``, each client at its one model (one-hot weights).  A
+        client lost in this exchange leaves the round (``normalise``, below).  Integer entries get no gradient (a
+        step leaves them)."""
         idx, W = self._index(clients), np.array(weights, dtype=np.float64)
         G = np.zeros((W.shape[1], self.n_params))
         if self.choose is not None and len(idx):  # the round's choice exchange brought every run's gradient
@@ -952,8 +878,13 @@ class _ClientsBackend(FederatedBackend):
             ans = self._ask(GRADIENT, idx[ask], {}, rows=[M[j:j + 1] for j in cols],
                             each=[{"cluster": int(j)} for j in cols])
             w, got = W[ask, cols], ans.answered
-            if got.any() and not got.all():
-                w = np.where(got, w, 0.0) * (w.sum() / w[got].sum())
+            # a client lost here leaves the round: the others' weights keep their total (IFCA: 1 / |M_t| over the
+            # clients that answered) or each model's (CLoVE: n_i-weighted among the model's answering clients)
+            groups = [np.ones(len(w), dtype=bool)] if self.normalise == "total" else [cols == j for j in set(cols)]
+            for g in groups:
+                if (g & got).any():
+                    w[g & got] *= w[g].sum() / w[g & got].sum()
+            w = np.where(got, w, 0.0)
             np.add.at(G, cols[got], w[got, None] * ans.stack(1, self.n_params, np.float64)[got, 0])
         G[:, self._integer] = 0.0
         return G
@@ -972,7 +903,109 @@ class _ClientsBackend(FederatedBackend):
         return out
 
 
-class IFCA(ClusteredStrategy):
+class _EngineStrategy(ClusteredStrategy):
+    """A strategy whose rounds are its estimator's (IFCA, CLoVE): :meth:`start` fits the estimator of
+    :mod:`synth.algorithms` on a :class:`_ClientsBackend`; Flower's round loop (``configure_train``,
+    ``aggregate_train``) is not used.  Subclasses make the backend and the estimator."""
+
+    def __init__(self, n_clusters: int, *, averaging: str = "model", **options):
+        super().__init__(**options)
+        self.n_clusters = check_int("n_clusters", n_clusters, low=1)
+        self.averaging = check_choice("averaging", averaging, AVERAGINGS)
+        self.local_steps = check_int("local_steps", self.local_steps, low=1)  # the estimators' tau >= 1
+
+    def _settings(self) -> dict:
+        return {"n_clusters": self.n_clusters, "averaging": self.averaging, **super()._settings()}
+
+    def _n_models(self) -> int:
+        return self.n_clusters
+
+    def _runs(self) -> int:
+        """The runs the estimator fits side by side (IFCA's restarts)."""
+        return 1
+
+    def _backend(self, m: int) -> _ClientsBackend:
+        raise NotImplementedError
+
+    def _estimator(self, m: int, rounds: int, train: dict, starts: np.ndarray, monitor):
+        raise NotImplementedError
+
+    def _fitted(self, res, nodes: list[int]) -> None:
+        """The fit's models and each node's cluster (the estimator's final assignment)."""
+        self.models = np.asarray(res.models, dtype=np.float64)
+        self.labels = {nodes[i]: int(c) for i, c in enumerate(res.labels) if c >= 0}
+
+    def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int | None = None, timeout: float = 3600,
+              train_config: ConfigRecord | None = None, evaluate_config: ConfigRecord | None = None,
+              evaluate_fn: Callable[[int, RecordDict], MetricRecord | None] | None = None) -> ClusteredResult:
+        """Fit the estimator from ``initial_arrays`` for ``num_rounds`` rounds (default 3); see
+        :meth:`ClusteredStrategy.start` for the arguments and the ``Result``."""
+        T = self._check_rounds(num_rounds)
+        train = self._begin(initial_arrays, T, timeout, train_config)
+        R, starts = self._runs(), self.models
+        result = ClusteredResult()
+        log(INFO, "Starting %s strategy:", type(self).__name__)
+        self.summary()
+        try:
+            nodes = self._connect(grid)
+            backend = self._backend(len(nodes))
+            self.models = starts[:len(starts) // R]
+            self._evaluate_round(0, result, evaluate_config, evaluate_fn, federated=False)
+            runs: list[tuple[np.ndarray, np.ndarray]] = []
+
+            def monitor(t: int, models: np.ndarray, labels: np.ndarray) -> dict:
+                runs.append((np.asarray(models, dtype=np.float64), np.asarray(labels)))
+                if len(runs) == R:  # the round's last run: its records and evaluation (the last after the fit)
+                    self._record_round(t, list(runs), backend, result)
+                    runs.clear()
+                    if t < T - 1:
+                        self._evaluate_round(t + 1, result, evaluate_config, evaluate_fn)
+                return {}
+
+            est = self._estimator(len(nodes), T, train, starts, monitor)
+            est.fit(backend)
+            self._fitted(est.result_, nodes)
+            self._evaluate_round(T, result, evaluate_config, evaluate_fn)
+        finally:
+            self.running = False
+            _RUNNING.discard(self)
+        result.arrays = cluster_models([self.layout.unflatten(row) for row in self.models], self.labels,
+                                       self.partitions)
+        return result
+
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                        grid: Grid) -> list[Message]:
+        """Not Flower's round loop: the estimator makes the exchanges (:meth:`start`)."""
+        raise RuntimeError(f"{type(self).__name__}'s rounds are the estimator's; run it with start()")
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None,
+                                                                                     MetricRecord | None]:
+        """Not Flower's round loop: the estimator makes the exchanges (:meth:`start`)."""
+        raise RuntimeError(f"{type(self).__name__}'s rounds are the estimator's; run it with start()")
+
+    def _record_round(self, t: int, runs: list[tuple[np.ndarray, np.ndarray]], backend: _ClientsBackend,
+                      result: ClusteredResult) -> None:
+        """Round ``t``'s records: the clusters (with restarts, of the run of lowest total loss this round: IFCA
+        Sec. VI-A's rule) and the clients' train metrics."""
+        R, k, nodes = len(runs), len(runs[0][0]), self._federation
+        idx, L = backend.round_losses
+        if len(idx) and R > 1:
+            self._best_run = int(np.nan_to_num(L.reshape(len(idx), R, k), nan=np.inf).min(2).sum(0).argmin())
+        b = self._best_run
+        self.models, labels = runs[b]
+        self.labels = {nodes[i]: int(c) for i, c in enumerate(labels) if c >= 0}
+        chosen = labels[idx] if len(idx) else np.zeros(0, dtype=np.int64)
+        objective = float(L[np.arange(len(idx)), b * k + chosen].mean()) if len(idx) else float("nan")
+        ok = self._round_ok
+        result.train_metrics_clientapp[t + 1] = self._train_metrics(
+            t + 1, len(self._round_asked), len(ok), {"objective": objective}, _train_losses(ok, self.weighted_by_key),
+            ok)
+        if R > 1:  # every run's clusters (the round's labels are the best run's)
+            self.history[-1].update({"best-run": b, "run-labels": {
+                nodes[i]: [int(run[1][i]) for run in runs] for i in idx}})
+
+
+class IFCA(_EngineStrategy):
     """IFCA (Ghosh et al., IFCA journal Alg. 2; option I gradient averaging, option II model averaging) for any
     model and ClientApp.
 
@@ -1017,10 +1050,7 @@ class IFCA(ClusteredStrategy):
 
     def __init__(self, n_clusters: int, *, averaging: str = "model", client_choice: bool = True,
                  n_init: int | None = None, **options):
-        super().__init__(**options)
-        self.n_clusters = check_int("n_clusters", n_clusters, low=1)
-        self.averaging = check_choice("averaging", averaging, AVERAGINGS)
-        self.local_steps = check_int("local_steps", self.local_steps, low=1)  # the estimator's tau >= 1
+        super().__init__(n_clusters, averaging=averaging, **options)
         if not isinstance(client_choice, bool):
             raise TypeError(f"client_choice must be True or False, got {client_choice!r}")
         self.client_choice = client_choice
@@ -1035,8 +1065,7 @@ class IFCA(ClusteredStrategy):
         self.run_losses: np.ndarray | None = None
 
     def _settings(self) -> dict:
-        return {"n_clusters": self.n_clusters, "client_choice": self.client_choice, "n_init": self.n_init,
-                "averaging": self.averaging, **super()._settings()}
+        return {"client_choice": self.client_choice, "n_init": self.n_init, **super()._settings()}
 
     def _n_models(self) -> int:
         return self.n_clusters * self.n_init
@@ -1047,98 +1076,44 @@ class IFCA(ClusteredStrategy):
             self.n_init = 1
         return super()._initial_models(initial_arrays)
 
-    def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int | None = None, timeout: float = 3600,
-              train_config: ConfigRecord | None = None, evaluate_config: ConfigRecord | None = None,
-              evaluate_fn: Callable[[int, RecordDict], MetricRecord | None] | None = None) -> ClusteredResult:
-        """Run IFCA from ``initial_arrays`` for ``num_rounds`` rounds (default 3); see :meth:`ClusteredStrategy.start`
-        for the arguments and the ``Result``."""
+    def _runs(self) -> int:
+        return self.n_init
+
+    def _backend(self, m: int) -> _ClientsBackend:
+        kind = GRADIENT if self.averaging == "gradient" else TRAIN
+        return _ClientsBackend(self, m, kind if self.client_choice else None, self.n_init)
+
+    def _estimator(self, m: int, rounds: int, train: dict, starts: np.ndarray, monitor):
         from synth.algorithms.ifca import IFCA as Estimator
 
-        T = self._check_rounds(num_rounds)
-        train = self._begin(initial_arrays, T, timeout, train_config)
-        R, k = self.n_init, self.n_clusters
-        starts = self.models.reshape(R, k, -1)
-        result = ClusteredResult()
-        log(INFO, "Starting %s strategy:", type(self).__name__)
-        self.summary()
-        try:
-            nodes = self._connect(grid)
-            kind = GRADIENT if self.averaging == "gradient" else TRAIN
-            backend = _ClientsBackend(self, len(nodes), kind if self.client_choice else None, R)
-            self.models = starts[0]
-            self._evaluate_round(0, result, evaluate_config, evaluate_fn, federated=False)
-            runs: list[tuple[np.ndarray, np.ndarray]] = []
+        return Estimator(n_clusters=self.n_clusters, n_rounds=rounds, step_size=train["lr"], averaging=self.averaging,
+                         local_steps=train["local-steps"], participation=self._participation(m),
+                         init=starts.reshape(self.n_init, self.n_clusters, -1), n_init=self.n_init,
+                         random_state=self._rng, monitor=monitor)
 
-            def monitor(t: int, models: np.ndarray, labels: np.ndarray) -> dict:
-                runs.append((np.asarray(models, dtype=np.float64), np.asarray(labels)))
-                if len(runs) == R:  # the round's last run: its records and evaluation (the last after the fit)
-                    self._ifca_round(t, list(runs), backend, result)
-                    runs.clear()
-                    if t < T - 1:
-                        self._evaluate_round(t + 1, result, evaluate_config, evaluate_fn)
-                return {}
-
-            est = Estimator(n_clusters=k, n_rounds=T, step_size=train["lr"], averaging=self.averaging,
-                            local_steps=train["local-steps"], participation=self._participation(len(nodes)),
-                            init=starts, n_init=R, random_state=self._rng, monitor=monitor)
-            est.fit(backend)
-            res = est.result_
-            self.models = np.asarray(res.models, dtype=np.float64)
-            self.labels = {nodes[i]: int(c) for i, c in enumerate(res.labels) if c >= 0}
-            if R > 1:
-                self.best_run, self.run_losses = int(res.extra["best_run"]), np.asarray(res.extra["run_losses"])
-            self._evaluate_round(T, result, evaluate_config, evaluate_fn)
-        finally:
-            self.running = False
-            _RUNNING.discard(self)
-        result.arrays = cluster_models([self.layout.unflatten(row) for row in self.models], self.labels,
-                                       self.partitions)
-        return result
-
-    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                        grid: Grid) -> list[Message]:
-        """Not Flower's round loop: the estimator makes the exchanges (:meth:`start`)."""
-        raise RuntimeError(f"{type(self).__name__}'s rounds are the estimator's; run it with start()")
-
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None,
-                                                                                     MetricRecord | None]:
-        """Not Flower's round loop: the estimator makes the exchanges (:meth:`start`)."""
-        raise RuntimeError(f"{type(self).__name__}'s rounds are the estimator's; run it with start()")
-
-    def _ifca_round(self, t: int, runs: list[tuple[np.ndarray, np.ndarray]], backend: _ClientsBackend,
-                    result: ClusteredResult) -> None:
-        """Round ``t``'s records: the clusters of the run of lowest total loss this round (IFCA Sec. VI-A's rule
-        for restarts) and the clients' train metrics."""
-        R, k, nodes = len(runs), self.n_clusters, self._federation
-        idx, L = backend.round_losses
-        if len(idx):
-            self._best_run = int(np.nan_to_num(L.reshape(len(idx), R, k), nan=np.inf).min(2).sum(0).argmin())
-        b = self._best_run
-        self.models, labels = runs[b]
-        self.labels = {nodes[i]: int(c) for i, c in enumerate(labels) if c >= 0}
-        chosen = labels[idx] if len(idx) else np.zeros(0, dtype=np.int64)
-        objective = float(L[np.arange(len(idx)), b * k + chosen].mean()) if len(idx) else float("nan")
-        ok = self._round_ok
-        result.train_metrics_clientapp[t + 1] = self._train_metrics(
-            t + 1, len(self._round_asked), len(ok), {"objective": objective}, _train_losses(ok, self.weighted_by_key),
-            ok)
-        if R > 1:  # every run's clusters (the round's labels are the best run's)
-            self.history[-1].update({"best-run": b, "run-labels": {
-                nodes[i]: [int(run[1][i]) for run in runs] for i in idx}})
+    def _fitted(self, res, nodes: list[int]) -> None:
+        super()._fitted(res, nodes)
+        if self.n_init > 1:
+            self.best_run, self.run_losses = int(res.extra["best_run"]), np.asarray(res.extra["run_losses"])
 
 
-class CLoVE(_AssignThenTrain):
+class CLoVE(_EngineStrategy):
     """CLoVE (Bhatia et al., Alg. 1; option I model averaging, option II gradient averaging) for any model and
     ClientApp.
 
-    Each round every sampled client reports its loss vector (the losses of all models, ``query.losses``); the
-    server clusters the loss vectors and matches client clusters to models (CLoVE's own step, with its options
-    ``sqrt_loss``, ``clustering``, ``matching``, ``kmeans_n_init``; ``first_round="random"`` gives each client a
-    random model in round 1, as the estimator's option); each client trains its model (``averaging="model"``) and
-    each model becomes the ``num-examples``-weighted mean of its clients' models, or each client returns its
-    gradient (``averaging="gradient"``) and each model steps by ``lr`` along the ``num-examples``-weighted mean
-    gradient.  ``n_clusters=None`` is the unknown-K mode of :class:`synth.algorithms.clove.CLoVE`
-    (``max_clusters`` models, pruned in rounds where every client answered).
+    The estimator :class:`synth.algorithms.clove.CLoVE` -- the one CLoVE of ``nets run`` -- runs on the server,
+    each of its operations on client data one exchange of the client contract's messages
+    (:class:`_ClientsBackend`).  Each round the sampled clients (the estimator's ``M^(t)``: ``fraction_train`` and
+    ``min_train_nodes`` give its ``participation``, over the nodes sorted by id) report their loss vectors (the
+    losses of all models, ``query.losses``); the estimator clusters the loss vectors and matches client clusters to
+    models (options ``sqrt_loss``, ``clustering``, ``matching``, ``kmeans_n_init``; ``first_round="random"`` gives
+    each client a random model in round 1); each client trains its model (``averaging="model"``) and each model
+    becomes the ``num-examples``-weighted mean of its clients' models, or each client returns its gradient
+    (``averaging="gradient"``) and each model steps by ``lr`` along the ``num-examples``-weighted mean gradient.
+    After the last round one ``query.losses`` of the final models and one more clustering step give each client
+    its cluster (the estimator's rule).  ``n_clusters=None`` is the unknown-K mode of the estimator
+    (``max_clusters`` models, pruned in rounds where every client answered the losses).  ``server-round`` and the
+    records count as :class:`IFCA`'s.
     """
 
     algorithm = "CLoVE"
@@ -1146,41 +1121,24 @@ class CLoVE(_AssignThenTrain):
     def __init__(self, n_clusters: int | None = 2, *, max_clusters: int = 8, sqrt_loss: bool = False,
                  clustering: str = "kmeans", matching: bool = True, kmeans_n_init: int = 10,
                  first_round: str = "evaluation", **options):
-        self._estimator = _CLoVEEstimator(n_clusters=n_clusters, max_clusters=max_clusters, sqrt_loss=sqrt_loss,
-                                          clustering=clustering, matching=matching, kmeans_n_init=kmeans_n_init,
-                                          first_round=first_round)
+        self._options = {"n_clusters": n_clusters, "max_clusters": max_clusters, "sqrt_loss": sqrt_loss,
+                         "clustering": clustering, "matching": matching, "kmeans_n_init": kmeans_n_init,
+                         "first_round": first_round}
         # the estimator's own checks of these hyper-parameters (a ValueError naming the parameter)
-        self._estimator._validate_params()
+        _CLoVEEstimator(**self._options)._validate_params()
         super().__init__(max_clusters if n_clusters is None else n_clusters, **options)
         self.unknown_k = n_clusters is None
 
     def _settings(self) -> dict:
-        est = self._estimator
-        return {"n_clusters": est.n_clusters, "max_clusters": est.max_clusters, "sqrt_loss": est.sqrt_loss,
-                "clustering": est.clustering, "matching": est.matching, "first_round": est.first_round,
-                **super()._settings()}
+        return {**self._options, **super()._settings()}
 
-    def _assign(self, losses: np.ndarray) -> np.ndarray:
-        if self._server_round == 1 and self._estimator.first_round == "random":
-            # CLoVE's random first round (the estimator's draw from the same generator): a random model per client
-            self._round_k = len(self.models)
-            return self._rng.integers(len(self.models), size=len(losses))
-        assign, k = self._estimator._assign(losses, self._rng)
-        self._round_k = k
-        return assign
+    def _backend(self, m: int) -> _ClientsBackend:
+        return _ClientsBackend(self, m, normalise="cluster")
 
-    def _weights(self, assign: np.ndarray, counts: np.ndarray) -> np.ndarray:
-        return assignment_weights(assign, len(self.models), counts)  # n_i-weighted within each model
-
-    def _after_round(self, r: dict) -> None:
-        every = len(r["nodes"]) == len(self._nodes()) and not self._round_lost
-        if self.unknown_k and every and len(r["assign"]):
-            used = used_models(r["assign"], len(self.models))  # the estimator's pruning
-            if used is not None:
-                relabel = np.full(len(self.models), -1, dtype=np.int64)
-                relabel[used] = np.arange(len(used))
-                self.models = self.models[used]
-                self.labels = {n: int(relabel[c]) if c >= 0 else -1 for n, c in self.labels.items()}
+    def _estimator(self, m: int, rounds: int, train: dict, starts: np.ndarray, monitor):
+        return _CLoVEEstimator(**self._options, averaging=self.averaging, init=starts, n_rounds=rounds,
+                               step_size=train["lr"], local_steps=train["local-steps"],
+                               participation=self._participation(m), random_state=self._rng, monitor=monitor)
 
 
 class SRFCA(ClusteredStrategy):
