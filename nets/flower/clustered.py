@@ -160,31 +160,21 @@ class RoundFailed(RuntimeError):
 
 
 class _Replies:
-    """The :class:`~synth.algorithms.backend.ModelBackend` operations that synth's steps call, on numpy stacks.
+    """The :class:`~synth.algorithms.backend.ModelBackend` operations that synth's steps call, on numpy stacks: the
+    model stacks of :class:`_ClientsBackend` and SR-FCA's steps.
 
-    The data operations (``local_update``, ``client_gradients``) return the clients' replies of the round, rows in
-    the order of the clients the step was given; the stack operations are :class:`synth.backend.GLMBackend`'s.
+    ``client_gradients`` returns the clients' gradients of the round (SR-FCA's TrimmedMeanGD step), rows in the
+    order of the clients the step was given; the stack operations are :class:`synth.backend.GLMBackend`'s.
     """
 
-    def __init__(self, n_params: int, n_samples=None, updates: np.ndarray | None = None,
-                 gradients: np.ndarray | None = None):
+    def __init__(self, n_params: int, n_samples=None, gradients: np.ndarray | None = None):
         self.n_params = int(n_params)
         self.n_samples = None if n_samples is None else np.asarray(n_samples, dtype=np.float64)
         self.n_clients = 0 if n_samples is None else len(self.n_samples)
-        self._updates, self._gradients = updates, gradients
-
-    @staticmethod
-    def _rows(stack: np.ndarray, clients) -> np.ndarray:
-        return stack if clients is None else stack[np.asarray(clients, dtype=np.int64)]
-
-    def local_update(self, models, labels, steps, lr, clients=None, state=None) -> np.ndarray:
-        return self._rows(self._updates, clients)
+        self._gradients = gradients
 
     def client_gradients(self, models, labels, clients=None) -> np.ndarray:
-        return self._rows(self._gradients, clients)
-
-    def losses(self, models, clients=None):
-        raise RuntimeError("losses come from the clients' query.losses replies and are passed in")
+        return self._gradients if clients is None else self._gradients[np.asarray(clients, dtype=np.int64)]
 
     # the operations on model stacks: the numpy backend's own (one implementation), in float64
     dtype = np.float64
@@ -203,7 +193,8 @@ class ClusteredStrategy(Strategy):
         ``train_config`` (:meth:`start`) has a ``local-steps`` entry, which reaches the clients unchanged.
     lr : the clients' step size (``config["lr"]``) and, with gradient averaging, the server's, unless
         ``train_config`` has an ``lr`` entry: a default, as every hyper-parameter sent in ``config``.
-    fraction_train : fraction of the connected nodes asked each round (at least one), drawn from ``seed``.
+    fraction_train : fraction of the connected nodes asked each round (at least one), drawn from ``seed`` (IFCA's
+        and CLoVE's: their estimator's participation, :meth:`_participation`, over the nodes sorted by id).
     fraction_evaluate : fraction of the assigned nodes asked to evaluate when an evaluation is due.
     evaluate_every : evaluate every this many rounds (and in the last); 0: no federated evaluation.
     min_available_nodes : nodes to wait for before the first round (at most ``start_timeout`` seconds).
@@ -893,14 +884,11 @@ class _ClientsBackend(FederatedBackend):
         """The clients' average (lost updates left out, :class:`~nets.flower.backend.FederatedBackend`); each
         integer entry the largest of the averaged clients' (BatchNorm's ``num_batches_tracked``: the most batches
         any of them has seen)."""
+        W = np.array(weights, dtype=np.float64)
+        if self._lost_rows is not None and values is self._lost_rows[0]:
+            W[self._lost_rows[1]] = 0.0  # a lost client's row is the model it was sent, not an update
         out = super().combine(weights, values)
-        if self._integer.any() and len(out):
-            W, V = np.asarray(weights), np.asarray(values, dtype=np.float64)
-            for g in range(out.shape[0]):
-                rows = W[:, g] != 0
-                if rows.any():
-                    out[g, self._integer] = V[rows][:, self._integer].max(0)
-        return out
+        return _keep_integers(self._strategy.layout, out, out, W, values) if len(out) else out
 
 
 class _EngineStrategy(ClusteredStrategy):

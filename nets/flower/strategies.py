@@ -94,6 +94,7 @@ from .clustered import (
     NUM_EXAMPLES,
     ClientContractError,
     ClusteredResult,
+    _plain,
     reply_defect,
 )
 from .session import RunStopped, StoppableGrid
@@ -708,11 +709,6 @@ def _clustering_scores(labels, truth) -> dict:
     if truth is not None and len(labels) and (np.asarray(labels) < 0).all():
         scores["ari"] = None
     return scores
-
-
-def _plain(value):
-    """A ConfigRecord value: numpy scalars as Python numbers."""
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def _reason(reason: str) -> str:
