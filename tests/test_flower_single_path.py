@@ -20,6 +20,7 @@ import nets.experiment as experiment  # noqa: E402
 from nets.flower import strategy_for  # noqa: E402
 from nets.flower.client import app  # noqa: E402
 from nets.flower.inline import InlineGrid  # noqa: E402
+from nets.flower.strategies import ClientFailed  # noqa: E402
 
 pytestmark = pytest.mark.flower
 
@@ -121,3 +122,30 @@ def test_template_client_app_is_a_contract_error_before_the_first_round():
     strategy = strategy_for({**BASE, "algo": "ifca"})
     with pytest.raises(ClientContractError, match=r"no client answers query\.losses .*flower-contract\.md"):
         strategy.start(InlineGrid(template_app(), BASE["clients"]))
+
+
+@pytest.mark.parametrize("dist", ["l2", "cross"])
+def test_srfca_client_lost_in_one_shot_resumes(dist):
+    """``nets flower``'s SR-FCA resumes (the estimator's rule for lost clients): client 2's ONE_SHOT local model
+    does not arrive, so it is no node of ONE_SHOT's graph; with l2 it is asked for it again before the first REFINE
+    and RECLUSTER places it, with cross it stays out; nothing restarts and no client is removed."""
+    # l2 distances of these networks' local models are far above the cross threshold: one cluster of all at 1e6
+    params = {**BASE, **CASES["srfca-minibatch"], "batch_size": None, "dist": dist,
+              "threshold": 1e6 if dist == "l2" else 1.0}
+    trains: list[int] = []
+
+    def fault(message, node):
+        if message.metadata.message_type == "train":
+            trains.append(node)
+            return "fail" if node == 3 and trains.count(3) == 1 else None  # node 3 holds partition 2
+        return None
+
+    strategy = strategy_for(params, history=True)
+    with pytest.warns(ClientFailed, match="client 2 failed in train"):
+        strategy.start(InlineGrid(app, params["clients"], fault=fault))
+    flower = strategy.record["flower"]
+    assert [(a, c) for _, a, c, _ in flower["lost"]] == [("train", 2)]
+    assert flower["restarts"] == 0 and flower["removed_clients"] == []
+    assert strategy.round_labels[0][2] == -1 and (np.delete(strategy.round_labels[0], 2) >= 0).any()
+    assert trains.count(3) == (2 if dist == "l2" else 1)
+    assert (strategy.labels[2] >= 0) == (dist == "l2")

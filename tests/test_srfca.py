@@ -227,6 +227,38 @@ def test_trimmed_mean_gd_all_clusters_at_once_equals_one_at_a_time():
         np.testing.assert_allclose(joint[c], w, rtol=1e-10, atol=1e-12)
 
 
+class _Losing:
+    """A backend that loses clients (as nets.flower's does): ``client_gradients`` of the clients in ``lose`` answer
+    nothing (a zero row) and are named in ``lost``; every other operation is the wrapped backend's."""
+
+    def __init__(self, backend, lose):
+        self._b, self._lose, self.lost = backend, set(lose), set()
+
+    def __getattr__(self, name):
+        return getattr(self._b, name)
+
+    def client_gradients(self, models, labels, clients=None):
+        G = np.array(self._b.client_gradients(models, labels, clients))
+        idx = np.arange(self._b.n_clients) if clients is None else np.asarray(clients)
+        self.lost = {int(i) for i in idx if int(i) in self._lose}
+        G[np.isin(idx, sorted(self.lost))] = 0.0
+        return G
+
+
+def test_trimmed_mean_gd_leaves_a_lost_client_out_of_its_step():
+    """A client lost in a step (a backend that loses clients) leaves that step's trimmed mean; a cluster none of
+    whose clients answered keeps its model for the step (SR-FCA resumes, as nets.flower's strategies do)."""
+    fed = MixedLinearRegression(K=2, clients_per_cluster=4, n=50, d=4).sample(3)
+    b = fed.backend()
+    labels = np.array([0, 0, 0, 0, 1, -1, -1, -1])  # cluster 1's only client is lost
+    start = b.from_numpy(np.ones((2, 4)))
+    got = trimmed_mean_gd(_Losing(b, {1, 4}), labels, 2, 0.0, 1, 0.1, start)
+    answered = [0, 2, 3]
+    G = np.stack([b.client_gradients(np.ones((1, 4)), np.array([0]), np.array([i]))[0] for i in answered])
+    np.testing.assert_allclose(got[0], 1.0 - 0.1 * G.mean(0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(got[1], np.ones(4))
+
+
 def test_trimmed_mean_gd_projects_and_resists_impurities():
     theta = np.array([[1.0, 0.0, 0.0], [-3.0, 0.0, 0.0]])
     fed = MixedLinearRegression(K=2, clients_per_cluster=[9, 1], n=200, d=3, sigma=0.05, theta=theta).sample(0)

@@ -13,13 +13,15 @@ call), so both paths take the same steps.
 
 Lost clients.  A client that fails (its ClientApp raises) or does not answer within the exchange's timeout is
 *lost* for that call; :attr:`FederatedBackend.lost` names the lost clients of the last call.  With
-``on_loss="subsets"`` (IFCA, CLoVE, FedAvg) a call goes on without them: their loss rows are NaN and the
+``on_loss="subsets"`` (IFCA, CLoVE, SR-FCA, FedAvg) a call goes on without them: their loss rows are NaN and the
 algorithm drops them from the round's participants (:func:`synth.algorithms.common.answered`: IFCA journal
 Alg. 2's ``M_t``, CLoVE Alg. 1's ``M^(t)``); a client lost after it answered the round's losses leaves the
 round's aggregate: its cluster's model is the average of the updates that arrived (the model stays where it was
 only when none of its clients' updates did; :meth:`FederatedBackend.combine`), and its gradient counts as zero.
-With ``on_loss="raise"`` (SR-FCA, Local) a loss raises :class:`ClientsLost`, and the strategy runs the algorithm
-again on the clients that remain, reusing the local models it already has (:mod:`nets.flower.strategies`).
+SR-FCA resumes as :class:`synth.algorithms.srfca.SRFCA` does on any backend with ``lost`` (a lost client's local
+model or gradient row leaves ONE_SHOT's graph or that TrimmedMeanGD step).  With ``on_loss="raise"`` (Local) a
+loss raises :class:`ClientsLost`, and the strategy runs the algorithm again on the clients that remain, reusing
+the local models it already has (:mod:`nets.flower.strategies`).
 """
 
 from __future__ import annotations
@@ -253,22 +255,27 @@ class FederatedBackend:
             weights = W
         return self._stacks.combine(weights, values)
 
-    def local_models(self, method: str = "gd", steps: int = 100, lr: float = 0.1, init=None) -> torch.Tensor:
-        """Every client's own model after ``steps`` local steps from the shared start (or from ``init``)."""
+    def local_models(self, method: str = "gd", steps: int = 100, lr: float = 0.1, init=None,
+                     clients=None) -> torch.Tensor:
+        """Every client's own model after ``steps`` local steps from the shared start (or from ``init``);
+        ``clients``: those clients' only (SR-FCA asks again for the local models that did not arrive)."""
         method = check_choice("method", method, ("erm", "gd"))
         if method == "erm":
             raise ValueError("method='erm' (exact local ERM) is not defined for neural networks; use method='gd'")
         lr = check_real("lr", lr, low=0.0, low_inclusive=False)
         steps = check_int("steps", steps, low=0)
-        # the shared start is the torch backend's: its network initialised under the run's seed
-        start = self._rows(self._stacks.model.init(self.seed)[None] if init is None else init)
+        start = self._rows(self._local_start() if init is None else init)
         start = np.broadcast_to(start, (self.n_clients, self.n_params)) if len(start) == 1 else start
         if start.shape != (self.n_clients, self.n_params):
             raise ValueError(f"init must have shape ({self.n_clients}, {self.n_params}), got {start.shape}")
-        idx = np.arange(self.n_clients)
+        idx = self._index(clients)
         ans = self._ask("train", idx, {"local-steps": steps}, rows=[start[a:a + 1] for a in idx],
-                        each=self._training(idx, steps, np.full(self.n_clients, lr)))
+                        each=self._training(idx, steps, np.full(len(idx), lr)))
         return self._tensor(ans.stack(1, self.n_params, self._np_dtype)[:, 0])
+
+    def _local_start(self):
+        """The local models' shared start: the torch backend's network initialised under the run's seed."""
+        return self._stacks.model.init(self.seed)[None]
 
     # ------------------------------------------------------------- data regimes
     def at_round(self, t: int):

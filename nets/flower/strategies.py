@@ -43,13 +43,14 @@ the next; a failing client is one :class:`ClientFailed` warning line (its id and
 record counts, round by round, the clients that answered (``flower.answered``) and names the rounds in which none
 did (``flower.rounds_without_answers``; ``python -m nets flower`` then exits with status 1); a clustering in which
 no client is assigned has no ARI (``None``), not the 1.0 that unassigned singletons would score against singleton
-clusters.  SR-FCA's ONE_SHOT graph, RECLUSTER and MERGE are defined over a fixed set of clients, so a client lost
-anywhere in SR-FCA (or Local) is removed and the algorithm restarts on the clients that remain (same seed, so the
-run is SR-FCA on that federation); the removed clients are reported unassigned (label -1).  The restart resumes
-rather than recomputes: the local models of ONE_SHOT and Local (``train``, SR-FCA's and Local's costliest
-exchange: ``local_train_steps`` steps per client) are kept per client and request, and a restart that asks the same
-client for the same local model takes the kept one (``flower.reused`` counts them), so only the REFINE steps the
-changed federation changes are computed again.  With minibatches the draws depend on the clients of the call, so
+clusters.  SR-FCA resumes (:class:`synth.algorithms.srfca.SRFCA`'s rule for a backend that loses clients): a
+client lost in a TrimmedMeanGD step leaves that step's trimmed mean, one lost in RECLUSTER keeps its cluster, one
+whose local model did not arrive is no node of ONE_SHOT's graph and (``dist="l2"``) is asked for it again before
+each REFINE.  Local's graph-free fit has no round to leave, so a client lost in Local is removed and Local restarts
+on the clients that remain (same seed); the removed clients are reported unassigned (label -1).  The restart
+resumes rather than recomputes: the local models (``train``, ``local_train_steps`` steps per client) are kept per
+client and request, and a restart that asks the same client for the same local model takes the kept one
+(``flower.reused`` counts them).  With minibatches the draws depend on the clients of the call, so
 there a restart computes the local models again, as ``nets run`` on the smaller federation would.  Every exchange has a
 timeout, so a run never waits longer than that for a client.
 """
@@ -736,11 +737,10 @@ class CLoVEStrategy(FlowerStrategy):
 
 
 class SRFCAStrategy(FlowerStrategy):
-    """SR-FCA (Vardhan, Ghosh, Mazumdar, Alg. 1-4) as a Flower strategy; a lost client is removed and SR-FCA restarts
-    on the clients that remain."""
+    """SR-FCA (Vardhan, Ghosh, Mazumdar, Alg. 1-4) as a Flower strategy; a lost client resumes (the estimator's rule
+    for backends that lose clients, :class:`synth.algorithms.srfca.SRFCA`)."""
 
     algo = "srfca"
-    on_loss = "raise"
 
 
 class LocalStrategy(FlowerStrategy):

@@ -189,6 +189,15 @@ def local_models(backend: ModelBackend, method: str, steps: int, lr: float) -> M
     return backend.local_models(method, steps, lr)
 
 
+def _losses_of_present(backend: ModelBackend, local: Models, absent: np.ndarray) -> np.ndarray:
+    """``f_i(w_j)`` of the local models that arrived (the columns of absent ones NaN: their models are not sent)."""
+    if not absent.any():
+        return backend.losses(local)
+    L = np.full((len(absent), len(absent)), np.nan)
+    L[:, ~absent] = backend.losses(backend.take(local, np.flatnonzero(~absent)))
+    return L
+
+
 def _threshold_graph(dist: np.ndarray, threshold: float) -> np.ndarray:
     """The undirected graph ``dist <= threshold`` without self-loops."""
     A = (dist <= threshold) | (dist.T <= threshold)
@@ -271,7 +280,11 @@ def trimmed_mean_gd(backend: ModelBackend, labels: np.ndarray, n_clusters: int, 
     lr_vec = np.full(n_clusters, lr)
     for _ in range(steps):  # loop over GD steps; clients and clusters are vectorised inside the backend
         G = backend.client_gradients(models, lab, clients)
-        g = backend.trimmed_mean(G, lab, n_clusters, beta)
+        lost = getattr(backend, "lost", None)
+        if lost:  # clients lost in this step (nets.flower) leave its trimmed mean
+            g = _trimmed_mean_of_answers(backend, G, lab, ~np.isin(assigned, sorted(lost)), n_clusters, beta)
+        else:
+            g = backend.trimmed_mean(G, lab, n_clusters, beta)
         models = backend.step(models, g, lr_vec)
         if radius is not None:
             models = backend.project(models, center, radius)
@@ -338,6 +351,14 @@ class SRFCA(Estimator):
         called on ``C_0`` (models: the ``n_i``-weighted means of each
         cluster's local models) and on every ``C_r`` (models: MERGE's merged
         models); its values go into the history.
+
+    Lost clients (a backend with a ``lost`` attribute, which names the clients that did not answer its last call:
+    ``nets.flower``'s; variant ``"paper"``): a client whose local model did not arrive, or lost in the cross losses,
+    is no node of ONE_SHOT's graph, and with ``dist="l2"`` its local model is asked for again before each REFINE;
+    one lost in a TrimmedMeanGD step leaves that step's trimmed mean (a cluster none of whose clients answered keeps
+    its model for the step); one lost in RECLUSTER keeps its cluster of ``C_{r-1}`` and MERGE's cluster losses
+    average over the clients that answered; one lost in the last placement stays unassigned.  In-process backends
+    lose no client and take none of these paths.
 
     Attributes
     ----------
@@ -411,6 +432,7 @@ class SRFCA(Estimator):
         else:
             v["w0"] = v["center"]
         v["rng"] = rng
+        v["resumable"] = hasattr(backend, "lost")  # a backend that may lose clients (nets.flower): SR-FCA resumes
         if v["variant"] == "public-code" and self.resample:
             raise ValueError("resample=True (Thm 4.11) is defined for variant='paper' only; the public code never "
                              "resamples")
@@ -427,10 +449,17 @@ class SRFCA(Estimator):
 
         # ONE_SHOT
         local = local_models(backend, v["local"], v["local_train_steps"], v["local_step_size"])
-        local_losses = backend.losses(local) if dist == "cross" else None
-        labels = one_shot(client_distances(backend, local, dist, local_losses), lam, t)
+        # a backend that may lose clients (nets.flower): a client whose local model did not arrive, or lost in the
+        # cross losses, is no node of ONE_SHOT's graph (distance inf); with l2 it is asked for it again before each
+        # REFINE, a client lost in RECLUSTER keeps its cluster, one lost in a TrimmedMeanGD step leaves that step
+        absent = np.isin(np.arange(backend.n_clients), sorted(getattr(backend, "lost", ())))
+        local_losses = None
+        if dist == "cross":
+            local_losses = _losses_of_present(backend, local, absent)
+        D = client_distances(backend, local, dist, local_losses)
+        labels = one_shot(np.nan_to_num(D, nan=np.inf) if v["resumable"] else D, lam, t)
         one_shot_labels = labels.copy()
-        models = self._cluster_means(backend, local, labels)
+        models = self._cluster_means(backend, local, labels, absent)
         self._record(history, 0, models, labels, backend)
         recluster_history = []
         view = backend
@@ -444,6 +473,14 @@ class SRFCA(Estimator):
                 # Thm 4.11: fresh samples, and the local models recomputed on them as in ONE_SHOT
                 local = local_models(view, v["local"], v["local_train_steps"], v["local_step_size"])
                 local_losses = view.losses(local) if dist == "cross" else None
+            elif absent.any() and dist == "l2":  # the local models that did not arrive, asked again
+                ask = np.flatnonzero(absent)
+                rows = view.local_models(v["local"], v["local_train_steps"], v["local_step_size"], clients=ask)
+                got = ask[~np.isin(ask, sorted(view.lost))]
+                where = np.arange(len(absent))
+                where[got] = len(absent) + np.flatnonzero(np.isin(ask, got))  # the new rows, after the old ones
+                local = view.take(view.concat([local, rows]), where)
+                absent[got] = False
             labels, models, reclustered = self._refine(view, local, local_losses, labels, v, center_b)
             recluster_history.append(reclustered)
             self._record(history, r, models, labels, backend)
@@ -462,8 +499,11 @@ class SRFCA(Estimator):
             models_np = np.zeros((0, view.n_params))
         else:
             if (labels < 0).any():
+                if v["resumable"] and local_losses is not None:
+                    local_losses = np.where((labels < 0)[:, None], 0.0, local_losses)
                 D = client_cluster_distances(view, local, models, labels, v["dist"], local_losses)
-                final = np.where(labels >= 0, labels, recluster(D))
+                nearest = np.where(np.isnan(D).any(1), -1, recluster(D)) if v["resumable"] else recluster(D)
+                final = np.where(labels >= 0, labels, nearest)
             models_np = view.to_numpy(models)
         # communication rounds: ONE_SHOT's upload of the local models, then every REFINE's rounds
         rounds = 1 + v["trmean_steps"] * (len(history) - 1)
@@ -574,20 +614,33 @@ class SRFCA(Estimator):
         omega = trimmed_mean_gd(view, labels, C, v["beta"], v["trmean_steps"], v["trmean_step_size"], start,
                                 center_b if v["radius"] is not None else None, v["radius"])
         L_omega = view.losses(omega) if dist == "cross" else None  # f_i(omega_c), shared by both steps
+        if v["resumable"] and local_losses is not None:  # unassigned clients' rows weigh 0: no NaN of theirs counts
+            local_losses = np.where((labels < 0)[:, None], 0.0, local_losses)
         # RECLUSTER: every client (also the ones ONE_SHOT or MERGE left out) to its nearest cluster
-        reclustered = recluster(client_cluster_distances(view, local, omega, labels, dist, local_losses, L_omega))
-        sizes = np.bincount(reclustered, minlength=C).astype(np.float64)
-        merged_id = merge(cluster_distances(view, omega, reclustered, dist, L_omega), lam, t, sizes)
-        new_labels = merged_id[reclustered]
+        D = client_cluster_distances(view, local, omega, labels, dist, local_losses, L_omega)
+        reclustered, merging = recluster(D), None
+        if v["resumable"]:  # a client lost here (or without its local model) keeps its cluster of C_{r-1}
+            gone = np.isnan(D).any(1)
+            reclustered = np.where(gone, labels, reclustered)
+            merging = np.where(gone, -1, reclustered)  # MERGE's cluster losses f_c: the clients that answered
+            L_omega = None if L_omega is None else np.where(gone[:, None], 0.0, L_omega)
+        sizes = np.bincount(reclustered[reclustered >= 0], minlength=C).astype(np.float64)
+        merged_id = merge(cluster_distances(view, omega, reclustered if merging is None else merging, dist, L_omega),
+                          lam, t, sizes)
+        new_labels = np.where(reclustered >= 0, merged_id[np.maximum(reclustered, 0)], -1)
         C_new = int(merged_id.max(initial=-1)) + 1
         if C_new == 0:
             return new_labels, view.from_numpy(np.zeros((0, view.n_params))), reclustered
         return new_labels, view.combine(merge_weights(merged_id), omega), reclustered
 
-    def _cluster_means(self, backend, local, labels):
+    def _cluster_means(self, backend, local, labels, absent: np.ndarray | None = None):
         C = int(labels.max(initial=-1)) + 1
         if C == 0:
             return backend.from_numpy(np.zeros((0, backend.n_params)))
+        if absent is not None and absent.any():  # an absent local model's row (NaN) has weight 0: leave it out
+            idx = np.flatnonzero(labels >= 0)
+            return backend.combine(assignment_weights(labels[idx], C, np.asarray(backend.n_samples)[idx]),
+                                   backend.take(local, idx))
         return backend.combine(assignment_weights(labels, C, backend.n_samples), local)
 
     def _record(self, history, r, models, labels, backend) -> None:
@@ -596,6 +649,21 @@ class SRFCA(Estimator):
             extra = self.monitor(r, backend.to_numpy(models), labels.copy())
         history.record(r, labels, n_clusters=int(labels.max(initial=-1)) + 1,
                        unassigned=int((labels < 0).sum()), **extra)
+
+
+def _trimmed_mean_of_answers(backend: ModelBackend, G: Models, labels: np.ndarray, answered: np.ndarray,
+                             n_clusters: int, beta: float) -> Models:
+    """``TrMean_beta`` of each cluster's answered gradients; a cluster none of whose clients answered gets no
+    direction (its model stays where it is for this step)."""
+    present = np.unique(labels[answered])
+    zeros = backend.from_numpy(np.zeros((1, backend.n_params)))
+    if not len(present):
+        return backend.take(zeros, np.zeros(n_clusters, dtype=np.int64))
+    g = backend.trimmed_mean(backend.take(G, np.flatnonzero(answered)), np.searchsorted(present, labels[answered]),
+                             len(present), beta)
+    where = np.full(n_clusters, len(present))  # row len(present) of the stack below: no direction
+    where[present] = np.arange(len(present))
+    return backend.take(backend.concat([g, zeros]), where)
 
 
 # ---------------------------------------------------------------- threshold from the distances
