@@ -329,23 +329,23 @@ def _sent(grid: InlineGrid, message_type: str) -> list[tuple[int, int]]:
 
 
 def test_srfca_client_lost_in_a_gradient_step_resumes():
-    """Node 3 fails the first TrimmedMeanGD step: that step's cluster model moves by the other clients' gradient
-    alone, no local model is asked again (no restart), and node 3 ends in its group."""
+    """Node 3 fails the first TrimmedMeanGD step (exchange 2): that step's cluster model moves by the other clients'
+    gradient alone, no local model is asked again (no restart), and node 3 ends in its group."""
     grid = InlineGrid(toy_app(SIX), 6, fault=fails(3, GRADIENT, rounds=(2,)))
     s = SRFCA(**SR)
-    seen = {}
-    s.start(grid, ArrayRecord({"w": Array(np.zeros(2))}),
-            evaluate_fn=lambda rnd, arrays: seen.setdefault(rnd, split_clusters(arrays)) and None)
+    s.start(grid, ArrayRecord({"w": Array(np.zeros(2))}))
     assert sorted(_sent(grid, TRAIN)) == [(n, 1) for n in range(1, 7)]  # ONE_SHOT's local models, once
-    assert [(rnd, t, n) for rnd, t, n, _ in s.lost] == [(2, GRADIENT, 3)]
+    assert [(rnd, t, n) for rnd, t, n, _ in s.lost] == [(2, GRADIENT, 3)]  # REFINE 1: the estimator's round 2
     groups = {s.partitions[n]: c for n, c in s.labels.items()}
     assert groups[0] == groups[1] == groups[2] != groups[3] == groups[4] == groups[5]
-    # round 2's step of node 3's cluster: the mean gradient of nodes 1, 2 (partitions 0, 1; beta = 0) at w_0 = 0
-    c = {s.partitions[n]: j for n, j in s.history[0]["labels"].items()}[0]  # partition 0's ONE_SHOT cluster
+    # the first step of node 3's cluster: the mean gradient of nodes 1, 2 (partitions 0, 1; beta = 0) at w_0 = 0,
+    # the model node 1 is sent in the second step (exchange 3)
     want = 0.0 - 0.25 * np.mean([2.0 * (0.0 - SIX[p]) for p in (0, 1)], axis=0)
-    assert np.allclose(seen[2][c]["w"].numpy(), want, rtol=0, atol=1e-12)
-    step = s.history[1]
-    assert step["answered"] == 5 and step["lost"] == 1
+    sent = [m.content["arrays"]["w"].numpy() for m in grid.sent if m.metadata.message_type == GRADIENT
+            and m.content["config"]["server-round"] == 3 and int(m.metadata.dst_node_id) == 1]
+    assert len(sent) == 1 and np.allclose(sent[0], want, rtol=0, atol=1e-12)
+    refine = s.history[1]  # REFINE 1's record
+    assert refine["answered"] == 5 and refine["lost"] == 1
     assert s.num_rounds == 1 + 2 * 2 and s.status == "ok"
 
 
@@ -601,7 +601,7 @@ def test_user_model_clusters_as_nets_run_every_round(algo, averaging, more, user
         s = SRFCA(threshold=1.0, trmean_steps=5, local_train_steps=60, local_step_size=0.3, trmean_step_size=0.3,
                   dist="cross", evaluate_every=0, local_start=_record(drawn["local_start"]))
         s.start(grid, _record(drawn["w0"]))
-        decided = [1 + r * 5 for r in range(3)]  # ONE_SHOT and the end of each REFINE: C_0, C_1, C_2
+        decided = [1, 2, 3]  # the estimator's rounds: ONE_SHOT's C_0 and each REFINE's C_1, C_2
     else:
         cls = IFCA if algo == "ifca" else CLoVE
         s = cls(n_clusters=4, local_steps=2, lr=0.3, seed=drawn["rng"], evaluate_every=0, averaging=averaging,

@@ -63,15 +63,21 @@ def test_train_config_lr_is_the_servers_step_with_gradient_averaging():
 
 def test_train_config_overrides_srfca_local_training():
     grid = InlineGrid(toy_app(TWO_GROUPS), 4)
-    s = SRFCA(threshold=3.0, local_train_steps=100, local_step_size=0.1, n_refine=1, trmean_steps=1,
+    # threshold 1: 2 steps of 0.05 put the groups' local models 1.9 apart, so ONE_SHOT keeps them apart
+    s = SRFCA(threshold=1.0, local_train_steps=100, local_step_size=0.1, n_refine=1, trmean_steps=1,
               evaluate_every=0)
-    s.start(grid, ArrayRecord({"w": Array(np.zeros(2))}), train_config=ConfigRecord({"lr": 0.05,
-                                                                                   "local-steps": 2}))
+    seen = {}
+    s.start(grid, ArrayRecord({"w": Array(np.zeros(2))}), train_config=ConfigRecord({"lr": 0.05, "local-steps": 2}),
+            evaluate_fn=lambda rnd, models: seen.setdefault(rnd, models) and None)
     sent = [m.content["config"] for m in grid.sent if m.metadata.message_type == TRAIN]
     assert sent and all(c["lr"] == 0.05 and c["local-steps"] == 2 for c in sent)
-    for node, local in s.local.items():
-        p = s.partitions[node]
-        assert np.allclose(local, toy_update(np.zeros(2), TWO_GROUPS[p], 2, 0.05), rtol=0, atol=1e-12)
+    # ONE_SHOT's cluster models (round 1): the means of their clients' local models, each 2 steps of 0.05 from 0
+    one_shot = seen[1]
+    models = split_clusters(one_shot)
+    for node, c in one_shot["assignment"].items():
+        p = s.partitions[int(node)]
+        want = toy_update(np.zeros(2), TWO_GROUPS[p], 2, 0.05)
+        assert np.allclose(models[c]["w"].numpy(), want, rtol=0, atol=1e-12)
 
 
 def test_protocol_keys_stay_the_strategys():

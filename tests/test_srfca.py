@@ -13,6 +13,7 @@ from synth import metrics
 from synth.algorithms import SRFCA
 from synth.algorithms.srfca import (
     client_cluster_distances,
+    client_distances,
     cluster_distances,
     merge,
     one_shot,
@@ -390,7 +391,8 @@ def test_srfca_validation(kwargs, match):
 
 def test_srfca_type_errors():
     b = _easy(K=2).backend()
-    with pytest.raises(TypeError, match="threshold must be a real number"):
+    # a string other than "auto" (threshold="auto": the largest gap of ONE_SHOT's distances) names both forms
+    with pytest.raises(ValueError, match=r"threshold must be one of auto; got 'big' \(allowed: a real number"):
         SRFCA(threshold="big").fit(b)
     with pytest.raises(TypeError, match="resample must be True or False"):
         SRFCA(threshold=0.5, resample="yes").fit(b)
@@ -409,3 +411,16 @@ def test_pure_functions_validate():
         merge(np.zeros((2, 2)), 0.5, 4, np.array([1, 2]))
     with pytest.raises(ValueError, match="at least one cluster"):
         recluster(np.zeros((3, 0)))
+
+
+def test_auto_threshold_is_the_largest_gap_of_one_shots_distances():
+    """threshold="auto": ONE_SHOT cuts at :func:`auto_threshold` of its pairwise distances (``threshold_``, also
+    MERGE's), and ``distance_quantiles_`` reports the distances it cut."""
+    from synth.algorithms.srfca import auto_threshold, distance_quantiles
+
+    fed = _easy(K=2)
+    b = fed.backend()
+    est = SRFCA(threshold="auto", n_refine=1).fit(b)
+    D = client_distances(b, b.local_models("erm"), "l2")
+    assert est.threshold_ == auto_threshold(D) and est.distance_quantiles_ == distance_quantiles(D)
+    assert metrics.adjusted_rand(est.labels_, fed.labels) == 1.0

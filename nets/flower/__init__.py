@@ -19,7 +19,9 @@ For ``nets flower`` (cflab's data sets and networks, records identical to ``nets
 * :mod:`nets.flower.server` -- the ``ServerApp`` of ``flwr run`` and :func:`simulate`, which runs strategies
   under ``flwr.simulation.run_simulation`` (``python -m nets flower``).
 
-Both share the client contract's reply check (:func:`~nets.flower.clustered.reply_defect`), the stop-aware grid
+Both run the same estimators of :mod:`synth.algorithms` on a :class:`~nets.flower.backend.FederatedBackend` (the
+public strategies on the user's model layout, :class:`nets.flower.clustered.ClusteredStrategy`), and share the
+client contract's reply check (:func:`~nets.flower.clustered.reply_defect`), the stop-aware grid
 (:class:`~nets.flower.session.StoppableGrid`) and the form of ``Result.arrays``
 (:func:`~nets.flower.arrays.cluster_models`).
 

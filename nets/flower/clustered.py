@@ -8,49 +8,41 @@ strategy::
 
 ``initial_arrays`` is one model's ``state_dict`` record (the strategy makes the other cluster models from it,
 :func:`~nets.flower.arrays.replicate`) or the ``k`` cluster models stacked by
-:func:`~nets.flower.arrays.stack_clusters`.  IFCA's and CLoVE's rounds are their estimators' (below); for
-SR-FCA Flower's own ``Strategy.start`` runs the rounds: each round
-:meth:`configure_train` -> ``grid.send_and_receive`` -> :meth:`aggregate_train` -> :meth:`configure_evaluate` ->
-:meth:`aggregate_evaluate`; the ``arrays`` passed from round to round are the cluster models, stacked.  What the
-clients must answer (``docs/flower-contract.md``): Flower's ``train`` and ``evaluate`` messages, plus
-``query.losses`` (the losses of the cluster models on the client's training data) and, for SR-FCA and gradient
-averaging, ``query.gradient``.  :func:`nets.flower.torch_client.torch_client_app` makes such a ClientApp from any
-PyTorch ``nn.Module`` and DataLoaders.
+:func:`~nets.flower.arrays.stack_clusters`.  The rounds are the algorithm's estimator's (below), not Flower's
+round loop.  What the clients must answer (``docs/flower-contract.md``): Flower's ``train`` and ``evaluate``
+messages, plus ``query.losses`` (the losses of the cluster models on the client's training data) and, for SR-FCA
+and gradient averaging, ``query.gradient``.  :func:`nets.flower.torch_client.torch_client_app` makes such a
+ClientApp from any PyTorch ``nn.Module`` and DataLoaders.
 
 The three strategies share the reply check (:func:`reply_defect`: a malformed or non-finite reply loses its
 client; ``nets flower``'s strategies check the form of their replies with it too), the exchange helpers and the
 result records.
 
-Each algorithm exists once, in :mod:`synth.algorithms`; these strategies run its estimator (IFCA, CLoVE) or call
-its steps (SR-FCA) on the numbers the clients return (flat float64 vectors of the models,
-:class:`~nets.flower.arrays.Layout`):
-
-* IFCA (IFCA journal Alg. 2) and CLoVE (Alg. 1), model or gradient averaging, are the estimators themselves,
-  :class:`synth.algorithms.ifca.IFCA` and :class:`synth.algorithms.clove.CLoVE`, the ones of ``nets run``, run on
-  the server (:class:`_EngineStrategy`): each of their operations on client data (losses, local updates,
-  gradients) is one exchange of the contract's messages (:class:`_ClientsBackend`, a
-  :class:`~nets.flower.backend.FederatedBackend` on the user's model layout), so they take ``nets run``'s
-  decisions from the same numbers.  With IFCA's ``client_choice=True`` one message per client and round carries
-  every model with ``choose="lowest-loss"``: the client trains its lowest-loss model and returns it with its
-  losses, from which the estimator assigns.  ``config["server-round"]`` counts the exchanges; the records count
-  the estimator's rounds.
-* SR-FCA (Alg. 1-4): round 1 is ONE_SHOT (the clients' local models back, then
-  :func:`~synth.algorithms.srfca.one_shot` on :func:`~synth.algorithms.srfca.client_distances`), each later round
-  one TrimmedMeanGD step (:func:`~synth.algorithms.srfca.trimmed_mean_gd`, one step on the clients' gradients),
-  and the last step of each REFINE ends with :func:`~synth.algorithms.srfca.recluster` and
-  :func:`~synth.algorithms.srfca.merge`: ``1 + n_refine * trmean_steps`` rounds, SR-FCA's communication rounds.
+Each algorithm exists once, in :mod:`synth.algorithms`: IFCA (IFCA journal Alg. 2), CLoVE (Alg. 1) and SR-FCA
+(Alg. 1-4) are the estimators themselves, :class:`synth.algorithms.ifca.IFCA`, :class:`synth.algorithms.clove.CLoVE`
+and :class:`synth.algorithms.srfca.SRFCA`, the ones of ``nets run``, run on the server
+(:meth:`ClusteredStrategy.start`): each of their operations on client data (losses, local updates, local models,
+gradients) is one exchange of the contract's messages (:class:`_ClientsBackend`, a
+:class:`~nets.flower.backend.FederatedBackend` on the user's model layout, flat float64 vectors of
+:class:`~nets.flower.arrays.Layout`), so they take ``nets run``'s decisions from the same numbers.  With IFCA's
+``client_choice=True`` one message per client and round carries every model with ``choose="lowest-loss"``: the
+client trains its lowest-loss model and returns it with its losses, from which the estimator assigns.
+``config["server-round"]`` counts the exchanges; the records count the estimator's rounds (SR-FCA's: ONE_SHOT's
+``C_0``, then one per REFINE).
 
 Faults.  A client that fails (its reply is an error), does not answer within the round's timeout, or sends a
 malformed or non-finite reply (:func:`reply_defect`: arrays that are not the model's or hold NaN or
 inf, a ``num-examples`` that is not a number > 0, ...) is *lost* for that exchange: it leaves the exchange's
 aggregate (its cluster's model is the mean of the updates that arrived, not an average with the model it was
-sent) and is asked again in the next round.  SR-FCA resumes: a client lost in a TrimmedMeanGD step leaves that
-step's trimmed mean, one lost in RECLUSTER keeps its cluster, one lost in ONE_SHOT is asked for its local model
-again in the next round (``dist="l2"``; with ``dist="cross"`` it stays out: its cross losses need every other
-client).  ``accept_failures=False`` ends the run instead (:class:`RoundFailed`, one line naming the node, its
-partition and the defect).  ``stop()`` ends a run at its next exchange (:class:`RunStopped`).
+sent) and is asked again in the next round.  SR-FCA resumes (the estimator's rule for lost clients): a client
+lost in a TrimmedMeanGD step leaves that step's trimmed mean, one lost in RECLUSTER keeps its cluster, one whose
+ONE_SHOT local model did not arrive is no node of ONE_SHOT's graph and is asked for it again before each REFINE
+(``dist="l2"``; with ``dist="cross"`` it stays out: its cross losses need every other client).
+``accept_failures=False`` ends the run instead (:class:`RoundFailed`, one line naming the node, its partition and
+the defect).  ``stop()`` ends a run at its next exchange (:class:`RunStopped`).
 
-Every round logs one line (clusters, their sizes, clients answering) and puts its numbers in Flower's ``Result``:
+Every round (the estimator's) logs one line (clusters, their sizes, clients answering) and puts its numbers in
+Flower's ``Result``:
 ``train_metrics_clientapp[round]`` (``clusters``, ``cluster-sizes``, ``answered``, ``lost``, ``unassigned``, the
 clients' mean ``train-loss`` and the algorithm's objective) and ``evaluate_metrics_clientapp[round]`` (the
 clients' evaluate metrics, ``num-examples``-weighted, each client scoring its cluster's model).
@@ -74,20 +66,11 @@ from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 from flwr.supercore import log
 
 from synth.algorithms.clove import CLoVE as _CLoVEEstimator
-from synth.algorithms.common import assignment_weights, group_argmin
+from synth.algorithms.common import group_argmin
 from synth.algorithms.srfca import (
     DISTS,
     QUANTILE_NAMES,
     auto_threshold,
-    client_cluster_distances,
-    client_distances,
-    cluster_distances,
-    distance_quantiles,
-    merge,
-    merge_weights,
-    one_shot,
-    recluster,
-    trimmed_mean_gd,
 )
 from synth.backend import GLMBackend
 from synth.validation import check_choice, check_int, check_random_state, check_real
@@ -160,21 +143,11 @@ class RoundFailed(RuntimeError):
 
 
 class _Replies:
-    """The :class:`~synth.algorithms.backend.ModelBackend` operations that synth's steps call, on numpy stacks: the
-    model stacks of :class:`_ClientsBackend` and SR-FCA's steps.
+    """The operations on model stacks of :class:`_ClientsBackend`: :class:`synth.backend.GLMBackend`'s (one
+    implementation), on float64 numpy rows."""
 
-    ``client_gradients`` returns the clients' gradients of the round (SR-FCA's TrimmedMeanGD step), rows in the
-    order of the clients the step was given; the stack operations are :class:`synth.backend.GLMBackend`'s.
-    """
-
-    def __init__(self, n_params: int, n_samples=None, gradients: np.ndarray | None = None):
+    def __init__(self, n_params: int):
         self.n_params = int(n_params)
-        self.n_samples = None if n_samples is None else np.asarray(n_samples, dtype=np.float64)
-        self.n_clients = 0 if n_samples is None else len(self.n_samples)
-        self._gradients = gradients
-
-    def client_gradients(self, models, labels, clients=None) -> np.ndarray:
-        return self._gradients if clients is None else self._gradients[np.asarray(clients, dtype=np.int64)]
 
     # the operations on model stacks: the numpy backend's own (one implementation), in float64
     dtype = np.float64
@@ -185,12 +158,16 @@ class _Replies:
 
 
 class ClusteredStrategy(Strategy):
-    """What the clustered strategies share: the cluster models, the client contract, faults, metrics.
+    """What the clustered strategies share: the estimator's run on the client contract (:meth:`start`), the cluster
+    models, faults, metrics.
 
     Parameters
     ----------
-    local_steps : local steps a client takes on a ``train`` message (sent as ``config["local-steps"]``), unless
-        ``train_config`` (:meth:`start`) has a ``local-steps`` entry, which reaches the clients unchanged.
+    n_clusters, averaging : the number of cluster models (k) and ``"model"`` or ``"gradient"`` averaging (IFCA,
+        CLoVE).
+    local_steps : local steps (>= 1: the estimators' tau) a client takes on a ``train`` message (sent as
+        ``config["local-steps"]``), unless ``train_config`` (:meth:`start`) has a ``local-steps`` entry, which
+        reaches the clients unchanged.
     lr : the clients' step size (``config["lr"]``) and, with gradient averaging, the server's, unless
         ``train_config`` has an ``lr`` entry: a default, as every hyper-parameter sent in ``config``.
     fraction_train : fraction of the connected nodes asked each round (at least one), drawn from ``seed`` (IFCA's
@@ -213,15 +190,21 @@ class ClusteredStrategy(Strategy):
     """
 
     algorithm = ""
+    # the labels keep the nodes without a cluster (-1): SR-FCA's clusterings leave clients out, where IFCA's and
+    # CLoVE's -1 is a client that was not in the round
+    _unassigned_kept = False
 
-    def __init__(self, *, local_steps: int = 10, lr: float = 0.1, fraction_train: float = 1.0,
-                 fraction_evaluate: float = 1.0, evaluate_every: int = 1, min_available_nodes: int = 2,
+    def __init__(self, n_clusters: int = 1, *, averaging: str = "model", local_steps: int = 10, lr: float = 0.1,
+                 fraction_train: float = 1.0, fraction_evaluate: float = 1.0, evaluate_every: int = 1,
+                 min_available_nodes: int = 2,
                  accept_failures: bool = True, seed: Any = 0, start_timeout: float = 60.0,
                  min_train_nodes: int = 1, min_evaluate_nodes: int = 1, weighted_by_key: str = NUM_EXAMPLES,
                  arrayrecord_key: str = ARRAYS, configrecord_key: str = CONFIG,
                  train_metrics_aggr_fn: Callable[[list[RecordDict], str], MetricRecord] | None = None,
                  evaluate_metrics_aggr_fn: Callable[[list[RecordDict], str], MetricRecord] | None = None):
-        self.local_steps = check_int("local_steps", local_steps, low=0)
+        self.n_clusters = check_int("n_clusters", n_clusters, low=1)
+        self.averaging = check_choice("averaging", averaging, AVERAGINGS)
+        self.local_steps = check_int("local_steps", local_steps, low=1)  # the estimators' tau >= 1
         self.lr = check_real("lr", lr, low=0.0, low_inclusive=False)
         self.fraction_train = check_real("fraction_train", fraction_train, low=0.0, high=1.0, low_inclusive=False)
         self.fraction_evaluate = check_real("fraction_evaluate", fraction_evaluate, low=0.0, high=1.0)
@@ -277,10 +260,38 @@ class ClusteredStrategy(Strategy):
         log(INFO, "\t├──> %s: %s", type(self).__name__, self.algorithm)
         log(INFO, "\t└──> %s", ", ".join(f"{k}={v}" for k, v in self._settings().items()))
 
+    def _runs(self) -> int:
+        """The runs the estimator fits side by side (IFCA's restarts)."""
+        return 1
+
+    def _backend(self, m: int) -> _ClientsBackend:
+        raise NotImplementedError
+
+    def _estimator(self, m: int, rounds: int, train: dict, starts: np.ndarray, monitor):
+        raise NotImplementedError
+
+    def _records(self) -> int:
+        """The rounds the estimator's monitor reports (IFCA's and CLoVE's T)."""
+        return self.num_rounds
+
+    def _fitted(self, est, nodes: list[int]) -> None:
+        """The fit's models and each node's cluster (the estimator's final assignment)."""
+        self.models = np.asarray(est.result_.models, dtype=np.float64)
+        self.labels = {nodes[i]: int(c) for i, c in enumerate(est.result_.labels) if c >= 0 or self._unassigned_kept}
+
+    def _round_extra(self, t: int, runs: list[tuple[np.ndarray, np.ndarray]], backend: _ClientsBackend) -> dict:
+        """Round ``t``'s metrics beyond the clusters: the objective, each answering client's loss at its model
+        (the run shown)."""
+        idx, L = backend.round_losses
+        k, labels = len(runs[0][0]), runs[self._best_run][1]
+        chosen = labels[idx] if len(idx) else np.zeros(0, dtype=np.int64)
+        objective = L[np.arange(len(idx)), self._best_run * k + chosen].mean() if len(idx) else np.nan
+        return {"objective": float(objective)}
+
     def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int | None = None, timeout: float = 3600,
               train_config: ConfigRecord | None = None, evaluate_config: ConfigRecord | None = None,
-              evaluate_fn: Callable[[int, RecordDict], MetricRecord | None] | None = None) -> Result:
-        """Run the algorithm with Flower's round loop (``Strategy.start``) from ``initial_arrays``.
+              evaluate_fn: Callable[[int, RecordDict], MetricRecord | None] | None = None) -> ClusteredResult:
+        """Fit the algorithm's estimator (:mod:`synth.algorithms`) from ``initial_arrays`` on the grid's nodes.
 
         ``num_rounds``: IFCA's and CLoVE's T (default 3, Flower's); SR-FCA's is ``1 + n_refine * trmean_steps``
         (another value is an error).  ``timeout``: seconds an exchange waits for its clients.  ``train_config``:
@@ -293,27 +304,69 @@ class ClusteredStrategy(Strategy):
         round's cluster models (IFCA's restarts: the round's best run, in the last round the run kept) and the
         assignment the clients' evaluation used.
         """
-        self._begin(initial_arrays, self._check_rounds(num_rounds), timeout, train_config)
+        train = self._begin(initial_arrays, self._check_rounds(num_rounds), timeout, train_config)
+        T = self._records()
+        R, starts = self._runs(), self.models
+        result = ClusteredResult()
+        log(INFO, "Starting %s strategy:", type(self).__name__)
+        self.summary()
         try:
-            self._connect(grid)
-            server_fn = None
-            if evaluate_fn is not None:
-                def server_fn(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
-                    return evaluate_fn(server_round, self._cluster_models(arrays))
-            result = super().start(self._grid, self.layout.record(self.models), self.num_rounds, self._timeout,
-                                   train_config, evaluate_config, server_fn)
-            self._finish()
+            nodes = self._connect(grid)
+            backend = self._backend(len(nodes))
+            self.models = starts[:len(starts) // R]
+            self._evaluate_round(0, result, evaluate_config, evaluate_fn, federated=False)
+            runs: list[tuple[np.ndarray, np.ndarray]] = []
+
+            def monitor(t: int, models: np.ndarray, labels: np.ndarray) -> dict:
+                runs.append((np.asarray(models, dtype=np.float64), np.asarray(labels)))
+                if len(runs) == R:  # the round's last run: its records and evaluation (the last after the fit)
+                    self._record_round(t, list(runs), backend, result)
+                    runs.clear()
+                    if t < T - 1:
+                        self._evaluate_round(t + 1, result, evaluate_config, evaluate_fn)
+                    self._begin_round(t + 1)  # what follows is the next round's (SR-FCA: the next REFINE)
+                    backend._round = t + 1
+                return {}
+
+            est = self._est = self._estimator(len(nodes), self.num_rounds, train, starts, monitor)
+            est.fit(backend)
+            self._fitted(est, nodes)
+            self._evaluate_round(T, result, evaluate_config, evaluate_fn)
         finally:
             self.running = False
             _RUNNING.discard(self)
-        out = ClusteredResult(**{f.name: getattr(result, f.name) for f in dataclasses.fields(result)})
-        out.arrays = self._cluster_models(self.layout.record(self.models))
-        return out
+        result.arrays = cluster_models([self.layout.unflatten(row) for row in self.models], self.labels,
+                                       self.partitions)
+        return result
 
-    def _cluster_models(self, arrays: ArrayRecord) -> RecordDict:
-        """The stacked model record of a round as :func:`~nets.flower.arrays.cluster_models`: the models, each
-        node's cluster and partition."""
-        return cluster_models(split_clusters(arrays) if len(arrays) else [], self.labels, self.partitions)
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                        grid: Grid) -> list[Message]:
+        """Not Flower's round loop: the estimator makes the exchanges (:meth:`start`)."""
+        raise RuntimeError(f"{type(self).__name__}'s rounds are the estimator's; run it with start()")
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None,
+                                                                                     MetricRecord | None]:
+        """Not Flower's round loop: the estimator makes the exchanges (:meth:`start`)."""
+        raise RuntimeError(f"{type(self).__name__}'s rounds are the estimator's; run it with start()")
+
+    def _record_round(self, t: int, runs: list[tuple[np.ndarray, np.ndarray]], backend: _ClientsBackend,
+                      result: ClusteredResult) -> None:
+        """Round ``t``'s records: the clusters (with restarts, of the run of lowest total loss this round: IFCA
+        Sec. VI-A's rule) and the clients' train metrics."""
+        R, k, nodes = len(runs), len(runs[0][0]), self._federation
+        idx, L = backend.round_losses
+        if len(idx) and R > 1:
+            self._best_run = int(np.nan_to_num(L.reshape(len(idx), R, k), nan=np.inf).min(2).sum(0).argmin())
+        b = self._best_run
+        self.models, labels = runs[b]
+        self.labels = {nodes[i]: int(c) for i, c in enumerate(labels) if c >= 0 or self._unassigned_kept}
+        ok, asked = self._round_ok, len(self._round_asked)  # answered: the clients asked and never lost this round
+        result.train_metrics_clientapp[t + 1] = self._train_metrics(
+            t + 1, asked, asked - len(self._round_lost & self._round_asked), self._round_extra(t, runs, backend),
+            _train_losses(ok, self.weighted_by_key), ok)
+        if R > 1:  # every run's clusters (the round's labels are the best run's)
+            self.history[-1].update({"best-run": b, "run-labels": {
+                nodes[i]: [int(run[1][i]) for run in runs] for i in idx}})
 
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                            grid: Grid) -> list[Message]:
@@ -368,14 +421,15 @@ class ClusteredStrategy(Strategy):
 
     # ------------------------------------------------------------------ subclass hooks
     def _settings(self) -> dict:
-        return {"local_steps": self.local_steps, "lr": self.lr, "fraction_train": self.fraction_train,
+        return {"n_clusters": self.n_clusters, "averaging": self.averaging, "local_steps": self.local_steps,
+                "lr": self.lr, "fraction_train": self.fraction_train,
                 "evaluate_every": self.evaluate_every, "accept_failures": self.accept_failures}
 
     def _check_rounds(self, num_rounds: int | None) -> int:
         return check_int("num_rounds", 3 if num_rounds is None else num_rounds, low=1)
 
     def _n_models(self) -> int:
-        raise NotImplementedError
+        return self.n_clusters
 
     def _initial_models(self, initial_arrays: ArrayRecord) -> np.ndarray:
         """``(k, P)``: ``initial_arrays`` as k models (one record is replicated, module docstring)."""
@@ -415,9 +469,6 @@ class ClusteredStrategy(Strategy):
     def _evaluate_due(self, server_round: int) -> bool:
         return bool(self.evaluate_every) and (server_round % self.evaluate_every == 0
                                               or server_round == self.num_rounds)
-
-    def _finish(self) -> None:
-        """After the last round (SR-FCA places its unassigned clients)."""
 
     # ------------------------------------------------------------------ nodes and messages
     def _nodes(self) -> list[int]:
@@ -499,28 +550,6 @@ class ClusteredStrategy(Strategy):
             raise RoundFailed(f"{type(self).__name__} round {server_round}: {who} lost in {message_type} "
                               f"({why}); accept_failures=False ends the run")
 
-    def _ask(self, server_round: int, message_type: str, contents: dict[int, RecordDict]) -> dict[int, RecordDict]:
-        """One exchange inside a round (e.g. the losses IFCA needs before it can send the models to train)."""
-        messages = self._messages(message_type, contents)
-        replies = self._grid.send_and_receive(messages, timeout=self._timeout)
-        return self._collect(server_round, message_type, replies)
-
-    def _losses(self, server_round: int, nodes: list[int], arrays: ArrayRecord,
-                width: int) -> tuple[list[int], np.ndarray, np.ndarray]:
-        """``query.losses`` of the stacked ``arrays`` on ``nodes``: the nodes that answered, their ``(c, width)``
-        losses and sample counts."""
-        config = ConfigRecord({"server-round": server_round})
-        ok = self._ask(server_round, LOSSES, {n: self._content(arrays, config) for n in nodes})
-        got, rows, counts = [], [], []
-        for node in nodes:
-            losses = self._reply_losses(server_round, LOSSES, node, ok, width)
-            if losses is None:
-                continue
-            got.append(node)
-            rows.append(losses)
-            counts.append(float(ok[node][METRICS].get(self.weighted_by_key, 1)))
-        return got, np.array(rows).reshape(len(got), width), np.array(counts)
-
     def _reply_losses(self, server_round: int, kind: str, node: int, ok: dict[int, RecordDict],
                       width: int) -> np.ndarray | None:
         """The ``losses`` of ``node``'s reply, or None when it did not answer or sent another number of losses
@@ -597,6 +626,11 @@ class ClusteredStrategy(Strategy):
         size = max(self.min_train_nodes, 1, int(round(self.fraction_train * m)))
         return 1.0 if self.fraction_train >= 1.0 or size >= m else size / m
 
+    def _train_defaults(self) -> dict:
+        """The ``local-steps`` and ``lr`` a ``train`` or ``query.gradient`` message carries unless ``train_config``
+        has them."""
+        return {"local-steps": self.local_steps, "lr": self.lr}
+
     def _begin_round(self, t: int) -> None:
         """The estimator starts round ``t``: its clients asked, lost and their valid training replies."""
         self._round_asked: set[int] = set()
@@ -618,7 +652,7 @@ class ClusteredStrategy(Strategy):
         rnd = int(config.get("round", 0)) + 1  # the records count the estimator's rounds
         nodes = [self._federation[int(c)] for c in clients]
         training = action in (TRAIN, GRADIENT)
-        base = {"local-steps": self.local_steps, "lr": self.lr, **self._train_config} if training else {}
+        base = {**self._train_defaults(), **self._train_config} if training else {}
         engine = {k: _plain(v) for k, v in config.items() if k != "round"}
         if runs:
             engine.update({"choose": CHOOSE_LOWEST, **({"runs": runs} if runs > 1 else {})})
@@ -817,6 +851,24 @@ class _ClientsBackend(FederatedBackend):
         self._run = 0
         self.round_losses = (np.zeros(0, dtype=np.int64), np.zeros((0, 0)))  # answering clients, their losses
 
+    def _local_start(self):
+        """SR-FCA's local models' common start: ``local_start``, else ``initial_arrays``."""
+        return self._strategy._start[None]
+
+    def distances(self, a, b) -> np.ndarray:
+        """Pairwise l2 distances; a local model that did not arrive (a NaN row) is at NaN distance from all."""
+        a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        ok_a, ok_b = np.isfinite(a).all(1), np.isfinite(b).all(1)
+        D = np.full((len(a), len(b)), np.nan)
+        D[np.ix_(ok_a, ok_b)] = self._stacks.distances(a[ok_a], b[ok_b])
+        return D
+
+    def client_gradients(self, models, labels, clients=None):
+        """Each client's gradient at its model (SR-FCA's TrimmedMeanGD); integer entries get none."""
+        G = super().client_gradients(models, labels, clients)
+        G[:, self._integer] = 0.0
+        return G
+
     def _ask(self, action: str, idx: np.ndarray, config: dict, **payload):
         ans = super()._ask(action, idx, config, **payload)
         self.n_samples = self.n_samples.astype(np.float64, copy=False)
@@ -891,109 +943,7 @@ class _ClientsBackend(FederatedBackend):
         return _keep_integers(self._strategy.layout, out, out, W, values) if len(out) else out
 
 
-class _EngineStrategy(ClusteredStrategy):
-    """A strategy whose rounds are its estimator's (IFCA, CLoVE): :meth:`start` fits the estimator of
-    :mod:`synth.algorithms` on a :class:`_ClientsBackend`; Flower's round loop (``configure_train``,
-    ``aggregate_train``) is not used.  Subclasses make the backend and the estimator."""
-
-    def __init__(self, n_clusters: int, *, averaging: str = "model", **options):
-        super().__init__(**options)
-        self.n_clusters = check_int("n_clusters", n_clusters, low=1)
-        self.averaging = check_choice("averaging", averaging, AVERAGINGS)
-        self.local_steps = check_int("local_steps", self.local_steps, low=1)  # the estimators' tau >= 1
-
-    def _settings(self) -> dict:
-        return {"n_clusters": self.n_clusters, "averaging": self.averaging, **super()._settings()}
-
-    def _n_models(self) -> int:
-        return self.n_clusters
-
-    def _runs(self) -> int:
-        """The runs the estimator fits side by side (IFCA's restarts)."""
-        return 1
-
-    def _backend(self, m: int) -> _ClientsBackend:
-        raise NotImplementedError
-
-    def _estimator(self, m: int, rounds: int, train: dict, starts: np.ndarray, monitor):
-        raise NotImplementedError
-
-    def _fitted(self, res, nodes: list[int]) -> None:
-        """The fit's models and each node's cluster (the estimator's final assignment)."""
-        self.models = np.asarray(res.models, dtype=np.float64)
-        self.labels = {nodes[i]: int(c) for i, c in enumerate(res.labels) if c >= 0}
-
-    def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int | None = None, timeout: float = 3600,
-              train_config: ConfigRecord | None = None, evaluate_config: ConfigRecord | None = None,
-              evaluate_fn: Callable[[int, RecordDict], MetricRecord | None] | None = None) -> ClusteredResult:
-        """Fit the estimator from ``initial_arrays`` for ``num_rounds`` rounds (default 3); see
-        :meth:`ClusteredStrategy.start` for the arguments and the ``Result``."""
-        T = self._check_rounds(num_rounds)
-        train = self._begin(initial_arrays, T, timeout, train_config)
-        R, starts = self._runs(), self.models
-        result = ClusteredResult()
-        log(INFO, "Starting %s strategy:", type(self).__name__)
-        self.summary()
-        try:
-            nodes = self._connect(grid)
-            backend = self._backend(len(nodes))
-            self.models = starts[:len(starts) // R]
-            self._evaluate_round(0, result, evaluate_config, evaluate_fn, federated=False)
-            runs: list[tuple[np.ndarray, np.ndarray]] = []
-
-            def monitor(t: int, models: np.ndarray, labels: np.ndarray) -> dict:
-                runs.append((np.asarray(models, dtype=np.float64), np.asarray(labels)))
-                if len(runs) == R:  # the round's last run: its records and evaluation (the last after the fit)
-                    self._record_round(t, list(runs), backend, result)
-                    runs.clear()
-                    if t < T - 1:
-                        self._evaluate_round(t + 1, result, evaluate_config, evaluate_fn)
-                return {}
-
-            est = self._estimator(len(nodes), T, train, starts, monitor)
-            est.fit(backend)
-            self._fitted(est.result_, nodes)
-            self._evaluate_round(T, result, evaluate_config, evaluate_fn)
-        finally:
-            self.running = False
-            _RUNNING.discard(self)
-        result.arrays = cluster_models([self.layout.unflatten(row) for row in self.models], self.labels,
-                                       self.partitions)
-        return result
-
-    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                        grid: Grid) -> list[Message]:
-        """Not Flower's round loop: the estimator makes the exchanges (:meth:`start`)."""
-        raise RuntimeError(f"{type(self).__name__}'s rounds are the estimator's; run it with start()")
-
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None,
-                                                                                     MetricRecord | None]:
-        """Not Flower's round loop: the estimator makes the exchanges (:meth:`start`)."""
-        raise RuntimeError(f"{type(self).__name__}'s rounds are the estimator's; run it with start()")
-
-    def _record_round(self, t: int, runs: list[tuple[np.ndarray, np.ndarray]], backend: _ClientsBackend,
-                      result: ClusteredResult) -> None:
-        """Round ``t``'s records: the clusters (with restarts, of the run of lowest total loss this round: IFCA
-        Sec. VI-A's rule) and the clients' train metrics."""
-        R, k, nodes = len(runs), len(runs[0][0]), self._federation
-        idx, L = backend.round_losses
-        if len(idx) and R > 1:
-            self._best_run = int(np.nan_to_num(L.reshape(len(idx), R, k), nan=np.inf).min(2).sum(0).argmin())
-        b = self._best_run
-        self.models, labels = runs[b]
-        self.labels = {nodes[i]: int(c) for i, c in enumerate(labels) if c >= 0}
-        chosen = labels[idx] if len(idx) else np.zeros(0, dtype=np.int64)
-        objective = float(L[np.arange(len(idx)), b * k + chosen].mean()) if len(idx) else float("nan")
-        ok = self._round_ok
-        result.train_metrics_clientapp[t + 1] = self._train_metrics(
-            t + 1, len(self._round_asked), len(ok), {"objective": objective}, _train_losses(ok, self.weighted_by_key),
-            ok)
-        if R > 1:  # every run's clusters (the round's labels are the best run's)
-            self.history[-1].update({"best-run": b, "run-labels": {
-                nodes[i]: [int(run[1][i]) for run in runs] for i in idx}})
-
-
-class IFCA(_EngineStrategy):
+class IFCA(ClusteredStrategy):
     """IFCA (Ghosh et al., IFCA journal Alg. 2; option I gradient averaging, option II model averaging) for any
     model and ClientApp.
 
@@ -1079,13 +1029,14 @@ class IFCA(_EngineStrategy):
                          init=starts.reshape(self.n_init, self.n_clusters, -1), n_init=self.n_init,
                          random_state=self._rng, monitor=monitor)
 
-    def _fitted(self, res, nodes: list[int]) -> None:
-        super()._fitted(res, nodes)
+    def _fitted(self, est, nodes: list[int]) -> None:
+        super()._fitted(est, nodes)
         if self.n_init > 1:
-            self.best_run, self.run_losses = int(res.extra["best_run"]), np.asarray(res.extra["run_losses"])
+            extra = est.result_.extra
+            self.best_run, self.run_losses = int(extra["best_run"]), np.asarray(extra["run_losses"])
 
 
-class CLoVE(_EngineStrategy):
+class CLoVE(ClusteredStrategy):
     """CLoVE (Bhatia et al., Alg. 1; option I model averaging, option II gradient averaging) for any model and
     ClientApp.
 
@@ -1132,15 +1083,23 @@ class CLoVE(_EngineStrategy):
 class SRFCA(ClusteredStrategy):
     """SR-FCA (Vardhan, Ghosh, Mazumdar, Alg. 1-4) for any model and ClientApp.
 
-    Round 1 is ONE_SHOT: every client trains its local model from ``initial_arrays`` (or ``local_start``) for
-    ``local_train_steps`` steps at ``local_step_size`` (``train``); the server joins clients whose local models are
-    within ``threshold`` (``dist="l2"``: Euclidean distance; ``"cross"``: Def. 5.1's cross-cluster loss, from one
-    ``query.losses`` of every local model on every client) and keeps components of at least ``min_size`` clients.
+    The estimator :class:`synth.algorithms.srfca.SRFCA` -- the one SR-FCA of ``nets run`` -- runs on the server,
+    each of its operations on client data one exchange of the client contract's messages
+    (:class:`_ClientsBackend`).  ONE_SHOT: every client trains its local model from ``initial_arrays`` (or
+    ``local_start``) for ``local_train_steps`` steps at ``local_step_size`` (``train``); the server joins clients
+    whose local models are within ``threshold`` (``dist="l2"``: Euclidean distance; ``"cross"``: Def. 5.1's
+    cross-cluster loss, from one ``query.losses`` of every local model on every client) and keeps components of at
+    least ``min_size`` clients.
     Then ``n_refine`` REFINEs of ``trmean_steps`` rounds each: one TrimmedMeanGD step per round (each cluster's
     model, started from ``initial_arrays``, moves by ``trmean_step_size`` times the coordinatewise
     ``TrMean_beta`` of its clients' gradients, ``query.gradient``), and the REFINE's last round ends with
     RECLUSTER (each client to its nearest cluster model) and MERGE (clusters within ``threshold`` joined).  So
-    ``num_rounds`` is ``1 + n_refine * trmean_steps``.  After the last round, clients MERGE left without a
+    ``num_rounds`` (SR-FCA's communication rounds) is ``1 + n_refine * trmean_steps``; the records (:attr:`history`,
+    ``Result``'s metrics) count the estimator's rounds: 1 for ONE_SHOT's ``C_0``, ``r + 1`` for REFINE ``r``'s
+    ``C_r``, and an evaluation is due at ``C_0``, at every ``evaluate_every``-th REFINE and at the last.  Lost
+    clients resume (the estimator's rule): one whose local model did not arrive is no node of ONE_SHOT's graph and
+    (``dist="l2"``) is asked for it again before each REFINE; one lost in a TrimmedMeanGD step leaves that step's
+    trimmed mean; one lost in RECLUSTER keeps its cluster.  After the last round, clients MERGE left without a
     cluster go to their nearest final model, as :class:`synth.algorithms.srfca.SRFCA` does.  The number of
     clusters is found, never given.  ``local_steps``/``lr`` are not used (SR-FCA's own step counts are; a
     ``train_config`` ``local-steps`` or ``lr`` replaces ``local_train_steps`` / ``local_step_size``).  Before
@@ -1158,12 +1117,13 @@ class SRFCA(ClusteredStrategy):
     """
 
     algorithm = "SR-FCA"
+    _unassigned_kept = True
 
     def __init__(self, threshold: float | str, *, min_size: int = 2, beta: float = 0.1, n_refine: int = 2,
                  local_train_steps: int = 100, local_step_size: float = 0.1, trmean_steps: int = 50,
                  trmean_step_size: float = 0.1, dist: str = "l2", local_start: ArrayRecord | None = None,
                  diameter: float | None = None, center: ArrayRecord | None = None, **options):
-        super().__init__(**options)
+        super().__init__(1, **options)
         self.auto = isinstance(threshold, str) and threshold == "auto"
         if isinstance(threshold, str) and not self.auto:
             raise ValueError(f"threshold must be a number > 0 or 'auto', got {threshold!r}")
@@ -1189,12 +1149,7 @@ class SRFCA(ClusteredStrategy):
         self._center = np.zeros(0)
         self.status = "ok"
         self.w0 = np.zeros(0)
-        self.local: dict[int, np.ndarray] = {}  # node -> its local model (ONE_SHOT)
         self.distance_quantiles: list[float] = []  # ONE_SHOT's pairwise distances at QUANTILES
-        self.n_samples: dict[int, float] = {}
-        self.members: list[int] = []  # the nodes of ONE_SHOT's federation
-        self._cross: tuple[list[int], np.ndarray] | None = None  # cross: nodes and f_i(w_j) among them
-        self._pending: dict = {}
 
     def _settings(self) -> dict:
         return {"threshold": self.threshold, "min_size": self.min_size, "beta": self.beta,
@@ -1222,208 +1177,43 @@ class SRFCA(ClusteredStrategy):
         _check_finite(self.layout, self._center, "center")
         return models
 
+    def _records(self) -> int:
+        return self.n_refine + 1
+
     def _evaluate_due(self, server_round: int) -> bool:
-        """ONE_SHOT's round and the last round of every ``evaluate_every``-th REFINE (where the clustering
-        changes), and the last round."""
-        if not self.evaluate_every or (server_round - 1) % self.trmean_steps:
-            return False
-        return ((server_round - 1) // self.trmean_steps) % self.evaluate_every == 0 or server_round == self.num_rounds
+        """``C_0``, every ``evaluate_every``-th REFINE's ``C_r`` and the last (where the clustering changes)."""
+        r = server_round - 1
+        return bool(self.evaluate_every) and (r % self.evaluate_every == 0 or server_round == self._records())
 
-    def _phase(self, server_round: int) -> tuple[int, int]:
-        """(REFINE r, its TrimmedMeanGD step s) of a round after ONE_SHOT."""
-        return (server_round - 2) // self.trmean_steps + 1, (server_round - 2) % self.trmean_steps
+    def _train_defaults(self) -> dict:
+        return {"local-steps": self.local_train_steps, "lr": self.local_step_size}
 
-    # -------------------------------------------------------------------- rounds
-    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                        grid: Grid) -> list[Message]:
-        """ONE_SHOT: every node trains its local model (``train``).  Later rounds: each node with a cluster is
-        asked the gradient at its cluster's model (``query.gradient``); with ``dist="l2"`` the nodes whose
-        local model is missing are asked for it again (``train``)."""
-        self._round_lost = set()
-        start = self.layout.unflatten(self._start)
-        # local_train_steps and local_step_size are defaults: train_config's local-steps and lr override them
-        local_cfg = ConfigRecord({"local-steps": self.local_train_steps, "lr": self.local_step_size, **config,
-                                  "server-round": server_round})
-        if server_round == 1:
-            self.members = self._nodes()
-            self._pending = {"train": list(self.members), "gradient": []}
-            return self._messages(TRAIN, {n: self._content(start, local_cfg) for n in self.members})
-        r, s = self._phase(server_round)
-        C = max(self.labels.values(), default=-1) + 1
-        if s == 0:
-            if C == 0:
-                if self.status == "ok":
-                    self.status = (f"no cluster left before REFINE {r} (no component of >= min_size={self.min_size} "
-                                   "clients)")
-                    log(WARNING, "%s: %s", self.algorithm, self.status)
-                self.models = np.zeros((0, self.layout.n_params))
-            else:  # Alg. 3: every cluster's model starts from w_0
-                self.models = np.repeat(self.w0[None], C, axis=0)
-        else:
-            self.models = self.layout.stack(split_clusters(arrays)) if len(arrays) else self.models
-        assigned = [n for n in self.members if self.labels.get(n, -1) >= 0] if C else []
-        missing = [n for n in self.members if n not in self.local] if self.dist == "l2" and C else []
-        records = [self.layout.unflatten(m) for m in self.models]
-        cfg = ConfigRecord({**config, "server-round": server_round})
-        contents = {n: self._content(records[self.labels[n]], cfg) for n in assigned}
-        self._pending = {"gradient": assigned, "train": missing}
-        messages = self._messages(GRADIENT, contents)
-        messages += self._messages(TRAIN, {n: self._content(start, local_cfg) for n in missing})
-        self._asked[GRADIENT] = assigned
-        return messages
+    def _backend(self, m: int) -> _ClientsBackend:
+        return _ClientsBackend(self, m)
 
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None,
-                                                                                     MetricRecord | None]:
-        replies = list(replies)
-        by_type = {GRADIENT: [], TRAIN: []}
-        for msg in replies:
-            by_type.get(msg.metadata.message_type, by_type[TRAIN]).append(msg)
-        locals_ = self._collect(server_round, TRAIN, by_type[TRAIN], self._pending["train"], models=1)
-        grads: dict[int, RecordDict] = {}
-        for node, content in locals_.items():
-            self.local[node] = self.layout.flatten(content[self.arrayrecord_key])
-            self.n_samples[node] = float(content[METRICS].get(self.weighted_by_key, 1))
-        if server_round == 1:
-            self._one_shot(server_round)
-            asked, answered = len(self.members), len(locals_)
-            extra = {"phase": "one-shot"}
-            if self.distance_quantiles:  # the distribution the threshold cuts (QUANTILES)
-                extra["distance-quantiles"] = list(self.distance_quantiles)
-            if self.auto and not isinstance(self.threshold, str):
-                extra["threshold"] = self.threshold
-        else:
-            grads = self._collect(server_round, GRADIENT, by_type[GRADIENT], self._pending["gradient"], models=1)
-            self._gradient_step(grads)
-            r, s = self._phase(server_round)
-            if s == self.trmean_steps - 1 and len(self.models):
-                self._recluster_merge(server_round)
-            asked = len(self._pending["gradient"]) + len(self._pending["train"])
-            answered = len(grads) + len(locals_)
-            extra = {"refine": r, "step": s + 1}
-        metrics = self._train_metrics(server_round, asked, answered, {k: v for k, v in extra.items()
-                                                                      if not isinstance(v, str)},
-                                      _train_losses(locals_, self.weighted_by_key), {**locals_, **grads})
-        return self.layout.record(self.models), metrics
+    def _estimator(self, m: int, rounds: int, train: dict, starts: np.ndarray, monitor):
+        from synth.algorithms.srfca import SRFCA as Estimator
 
-    # ------------------------------------------------------------------- SR-FCA's steps
-    def _one_shot(self, server_round: int) -> None:
-        """ONE_SHOT's graph (Alg. 1) on the local models that arrived; the clusters' models are the
-        ``n_i``-weighted means of their local models."""
-        nodes = [n for n in self.members if n in self.local]
-        L = None
-        if self.dist == "cross" and nodes:
-            local = self.layout.record(np.stack([self.local[n] for n in nodes]))
-            got, L_got, _ = self._losses(server_round, nodes, local, len(nodes))
-            cols = [nodes.index(n) for n in got]
-            nodes, L = got, L_got[:, cols]
-            self._cross = (nodes, L)
-        self.labels = {n: -1 for n in self.members}
-        if len(nodes) < self.min_size or not nodes:
-            self.models = np.zeros((0, self.layout.n_params))
-            return
-        stack = np.stack([self.local[n] for n in nodes])
-        replies = _Replies(self.layout.n_params, [self.n_samples[n] for n in nodes])
-        D = client_distances(replies, stack, self.dist, L)
-        self.distance_quantiles = distance_quantiles(D)
+        return Estimator(threshold=self.threshold, min_size=self.min_size, beta=self.beta, n_refine=self.n_refine,
+                         local="gd", local_train_steps=self._train_config.get("local-steps", self.local_train_steps),
+                         local_step_size=self._train_config.get("lr", self.local_step_size),
+                         trmean_steps=self.trmean_steps, trmean_step_size=self.trmean_step_size,
+                         diameter=self.diameter, center=self._center, dist=self.dist, start=self.w0,
+                         random_state=self._rng, monitor=monitor)
+
+    def _round_extra(self, t: int, runs: list, backend: _ClientsBackend) -> dict:
+        if t:
+            return {"refine": t}
+        est = self._est  # ONE_SHOT: the distribution its threshold cut (QUANTILES), and the threshold
+        self.distance_quantiles = list(est.distance_quantiles_)
         if self.auto:
-            self.threshold = auto_threshold(D)
+            self.threshold = float(est.threshold_)
         if self.distance_quantiles:
-            log(INFO, "%s ONE_SHOT: pairwise %s distances of %d local models: %s; threshold %g", self.algorithm,
-                self.dist, len(nodes), ", ".join(f"{name} {v:.4g}" for name, v in zip(
-                    QUANTILE_NAMES, self.distance_quantiles, strict=True)), self.threshold)
-        labels = one_shot(D, self.threshold, self.min_size)
-        self.labels.update({n: int(c) for n, c in zip(nodes, labels, strict=True)})
-        C = int(labels.max(initial=-1)) + 1
-        if C:
-            W = assignment_weights(labels, C, replies.n_samples)
-            self.models = _keep_integers(self.layout, replies.combine(W, stack), np.zeros((C, self.layout.n_params)),
-                                         W, stack)
-        else:
-            self.models = np.zeros((0, self.layout.n_params))
+            log(INFO, "%s ONE_SHOT: pairwise %s distances of the local models: %s; threshold %g", self.algorithm,
+                self.dist, ", ".join(f"{name} {v:.4g}" for name, v in zip(QUANTILE_NAMES, self.distance_quantiles,
+                                                                          strict=True)), float(est.threshold_))
+        return {"distance-quantiles": self.distance_quantiles, **({"threshold": self.threshold} if self.auto else {})}
 
-    def _gradient_step(self, grads: dict[int, RecordDict]) -> None:
-        """One TrimmedMeanGD step (Alg. 3) on the gradients that arrived; a cluster none of whose clients
-        answered keeps its model for this step."""
-        nodes = [n for n in self._pending["gradient"] if n in grads]
-        if not nodes or not len(self.models):
-            return
-        G = np.stack([self.layout.flatten(grads[n][self.arrayrecord_key]) for n in nodes])
-        labels = np.array([self.labels[n] for n in nodes], dtype=np.int64)
-        C = len(self.models)
-        radius = None if self.diameter is None else 0.5 * self.diameter
-        new = trimmed_mean_gd(_Replies(self.layout.n_params, np.ones(len(nodes)), gradients=G), labels, C,
-                              self.beta, 1, self.trmean_step_size, self.models,
-                              None if radius is None else self._center, radius)
-        idle = ~np.isin(np.arange(C), labels)
-        new[idle] = self.models[idle]
-        self.models = _keep_integers(self.layout, new, self.models, None, G)
-
-    def _recluster_merge(self, server_round: int) -> None:
-        """RECLUSTER (Alg. 2) and MERGE (Alg. 4) after a REFINE's TrimmedMeanGD, as SR-FCA's ``_refine``."""
-        if self.dist == "cross":
-            nodes, L_local = self._cross if self._cross is not None else ([], np.zeros((0, 0)))
-        else:
-            nodes, L_local = [n for n in self.members if n in self.local], None
-        if not nodes:
-            return
-        omega, C = self.models, len(self.models)
-        before = np.array([self.labels.get(n, -1) for n in nodes], dtype=np.int64)
-        n_i = [self.n_samples[n] for n in nodes]
-        stack = np.stack([self.local[n] for n in nodes])
-        L_omega, answered = None, np.ones(len(nodes), dtype=bool)
-        if self.dist == "cross":
-            got, rows, _ = self._losses(server_round, nodes, self.layout.record(omega), C)
-            answered = np.isin(nodes, got)
-            L_omega = np.full((len(nodes), C), np.nan)
-            L_omega[answered] = rows
-        replies = _Replies(self.layout.n_params, n_i)
-        D = client_cluster_distances(replies, stack, omega, before, self.dist, L_local,
-                                     None if L_omega is None else np.nan_to_num(L_omega, nan=np.inf))
-        # a client lost in this exchange keeps its cluster of C_{r-1} (whose model omega_c is)
-        reclustered = np.where(answered, recluster(D), before)
-        sizes = np.bincount(reclustered[reclustered >= 0], minlength=C).astype(np.float64)
-        if sizes.sum() < self.min_size:
-            merged_id = np.full(C, -1, dtype=np.int64)
-        else:
-            # MERGE's cluster losses f_c average over the clients that answered
-            ok = answered
-            sub = _Replies(self.layout.n_params, np.asarray(n_i)[ok])
-            merged_id = merge(cluster_distances(sub, omega, reclustered[ok], self.dist,
-                                                None if L_omega is None else L_omega[ok]),
-                              self.threshold, self.min_size, sizes)
-        new = np.where(reclustered >= 0, merged_id[np.maximum(reclustered, 0)], -1)
-        C_new = int(merged_id.max(initial=-1)) + 1
-        if C_new:
-            W = merge_weights(merged_id)
-            self.models = _keep_integers(self.layout, replies.combine(W, omega), np.zeros((C_new, omega.shape[1])),
-                                         W, omega)
-        else:
-            self.models = np.zeros((0, self.layout.n_params))
-        self.labels.update({n: int(c) for n, c in zip(nodes, new, strict=True)})
-
-    def _finish(self) -> None:
-        """Clients left without a cluster go to their nearest final cluster model (no training), as SR-FCA does."""
-        if not len(self.models):
-            if self.status == "ok":
-                self.status = (f"no cluster of >= min_size={self.min_size} clients (threshold={self.threshold} too "
-                               "small or min_size too large)")
-            return
-        nodes = ((self._cross[0] if self._cross else []) if self.dist == "cross"
-                 else [n for n in self.members if n in self.local])
-        out = [n for n in nodes if self.labels.get(n, -1) < 0]
-        if not out:
-            return
-        stack = np.stack([self.local[n] for n in nodes])
-        labels = np.array([self.labels.get(n, -1) for n in nodes], dtype=np.int64)
-        replies = _Replies(self.layout.n_params, [self.n_samples[n] for n in nodes])
-        L_models = None
-        if self.dist == "cross":
-            got, rows, _ = self._losses(self.num_rounds, nodes, self.layout.record(self.models), len(self.models))
-            L_models = np.full((len(nodes), len(self.models)), np.inf)
-            L_models[np.isin(nodes, got)] = rows
-        D = client_cluster_distances(replies, stack, self.models, labels, self.dist,
-                                     None if self._cross is None else self._cross[1], L_models)
-        final = recluster(D)
-        for a, node in enumerate(nodes):
-            if labels[a] < 0:
-                self.labels[node] = int(final[a])
+    def _fitted(self, est, nodes: list[int]) -> None:
+        super()._fitted(est, nodes)
+        self.status = str(est.result_.extra.get("status", "ok"))

@@ -298,7 +298,8 @@ class SRFCA(Estimator):
     Parameters
     ----------
     threshold : lambda > 0, the distance threshold of ONE_SHOT and MERGE
-        (Lemma 4.6: best at ``(eps1 + eps2) / 2`` for ``l2``).
+        (Lemma 4.6: best at ``(eps1 + eps2) / 2`` for ``l2``), or ``"auto"``: :func:`auto_threshold` of ONE_SHOT's
+        pairwise distances (``threshold_`` after the fit; ``distance_quantiles_`` shows the distances).
     min_size : t >= 1, the least number of clients of a kept cluster
         (Remark 4.2 asks ``t <= c_min``; the experiments use ``t = 2``).
     beta : trimming level of ``TrMean_beta``, in ``[0, 1/2)`` (Def. 3.2).
@@ -308,7 +309,8 @@ class SRFCA(Estimator):
     trmean_steps, trmean_step_size : T and eta of TrimmedMeanGD (Alg. 3).
     diameter : D, the diameter of ``W`` (a ball around ``center``); ``None``
         means ``W = R^P`` (no projection).
-    center : ``(P,)`` centre of ``W`` (default 0) and, when given, Alg. 3's
+    start : ``(P,)`` Alg. 3's common start ``w_0`` (default: as ``center`` says).
+    center : ``(P,)`` centre of ``W`` (default 0) and, when given (and ``start`` is not), Alg. 3's
         common start ``w_0``; without it ``w_0`` is one draw of the backend's
         default initialisation (Bernoulli for the GLMs, the module's own
         init for networks, where an all-zero start would be degenerate).
@@ -383,6 +385,8 @@ class SRFCA(Estimator):
     _parameter_constraints = {
         **shared("threshold", "min_size", "local", "local_train_steps", "local_step_size", "dist", "random_state",
                  "monitor"),
+        "threshold": [POSITIVE, Options("auto")],
+        "start": [None, Array(1)],
         "beta": [Real(0.0, 0.5, closed="left")],
         "n_refine": [Int(0, None)],
         "trmean_steps": [Int(1, None)],
@@ -400,8 +404,9 @@ class SRFCA(Estimator):
                  trmean_steps: int = 50, trmean_step_size: float = 0.1, diameter: float | None = None,
                  center=None, dist: str = "l2", resample: bool = False, variant: str = "paper",
                  clients_per_round: int = 10, refine_local_steps: int = 5, random_state=None,
-                 monitor: Monitor | None = None):
+                 monitor: Monitor | None = None, start=None):
         self.threshold = threshold
+        self.start = start
         self.min_size = min_size
         self.beta = beta
         self.n_refine = n_refine
@@ -427,10 +432,14 @@ class SRFCA(Estimator):
         v["center"] = np.zeros(P) if self.center is None else check_array("center", self.center, ndim=1,
                                                                           shape=(P,))
         rng = check_random_state(self.random_state)
-        if self.center is None:
+        if self.start is not None:
+            v["w0"] = check_array("start", self.start, ndim=1, shape=(P,))
+        elif self.center is None:
             v["w0"] = backend.to_numpy(backend.init_models(1, default_scheme(backend), rng))[0]
         else:
             v["w0"] = v["center"]
+        if v["threshold"] == "auto" and v["variant"] != "paper":
+            raise ValueError("threshold='auto' is defined for variant='paper' only")
         v["rng"] = rng
         v["resumable"] = hasattr(backend, "lost")  # a backend that may lose clients (nets.flower): SR-FCA resumes
         if v["variant"] == "public-code" and self.resample:
@@ -457,6 +466,11 @@ class SRFCA(Estimator):
         if dist == "cross":
             local_losses = _losses_of_present(backend, local, absent)
         D = client_distances(backend, local, dist, local_losses)
+        ok = ~np.isnan(np.diag(D))  # the clients whose distances arrived (all, in process)
+        self.distance_quantiles_ = distance_quantiles(D[np.ix_(ok, ok)])
+        if lam == "auto":  # the largest gap of the sorted pairwise distances; MERGE uses the same number
+            lam = v["threshold"] = auto_threshold(D[np.ix_(ok, ok)])
+        self.threshold_ = lam
         labels = one_shot(np.nan_to_num(D, nan=np.inf) if v["resumable"] else D, lam, t)
         one_shot_labels = labels.copy()
         models = self._cluster_means(backend, local, labels, absent)
