@@ -47,17 +47,15 @@ no client is assigned has no ARI (``None``), not the 1.0 that unassigned singlet
 clusters.  SR-FCA resumes (:class:`synth.algorithms.srfca.SRFCA`'s rule for a backend that loses clients): a
 client lost in a TrimmedMeanGD step leaves that step's trimmed mean, one lost in RECLUSTER keeps its cluster, one
 whose local model did not arrive is no node of ONE_SHOT's graph and (``dist="l2"``) is asked for it again before
-each REFINE.  Local's graph-free fit has no round to leave, so a client lost in Local is removed and Local restarts
-on the clients that remain (same seed); the removed clients are reported unassigned (label -1).  The restart
-resumes rather than recomputes: the local models (``train``, ``local_train_steps`` steps per client) are kept per
-client and request, and a restart that asks the same client for the same local model takes the kept one
-(``flower.reused`` counts them).  With minibatches the draws depend on the clients of the call, so
-there a restart computes the local models again, as ``nets run`` on the smaller federation would.  Every exchange has a
+each REFINE.  Local's one exchange (each client's local model, ``train``) has no round to leave: a client whose
+local model did not arrive is removed (``flower.removed_clients``) and reported unassigned (label -1), the others
+keep the local models they sent (the models of that one exchange, asked once).  Every exchange has a
 timeout, so a run never waits longer than that for a client.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
@@ -84,7 +82,7 @@ from ..evaluate import clustering_scores, mean_scores, train_identity_scores
 from ..functional import FunctionalModel
 from ..models import MODELS, model_factory
 from .arrays import Layout, cluster_models
-from .backend import Answers, ClientsLost, FederatedBackend
+from .backend import Answers, FederatedBackend
 from .client import EXPERIMENT
 from .clustered import (
     _RUNNING,
@@ -93,7 +91,6 @@ from .clustered import (
     ClientContractError,
     ClusteredResult,
     ClusteredStrategy,
-    _plain,
 )
 from .session import RunStopped, StoppableGrid
 
@@ -126,8 +123,6 @@ class _Log:
     seconds: float = 0.0  # in send_and_receive
     lost: list[list] = field(default_factory=list)  # [exchange, action, client, why]
     waits: list[float] = field(default_factory=list)  # seconds each exchange waited for its answers
-    restarts: int = 0
-    reused: int = 0  # local models a restart took from the earlier run instead of asking again
     # consecutive exchanges of one round (or of one test): [round or "test", clients answering, clients asked]
     answered: list[list] = field(default_factory=list)
     _who: tuple[set, set] | None = None  # the last entry's clients answering and asked
@@ -163,7 +158,6 @@ class FlowerStrategy(Strategy):
     """
 
     algo = ""
-    on_loss = "subsets"
 
     def __init__(self, params: dict[str, Any], algo_params: dict[str, Any] | None = None, *, history: bool = False,
                  timeout: float = 600.0, start_timeout: float = 600.0, faults: list[dict] | tuple = ()):
@@ -204,8 +198,6 @@ class FlowerStrategy(Strategy):
         self._stop = threading.Event()
         self.running = False  # in start(): the ServerApp thread runs this strategy
         self.pull_seconds: tuple[float, float] | None = None  # the poll's shortest and longest pause (default)
-        # the local models (train) kept across restarts: (request key) -> (rows, metrics) of one client
-        self._kept: dict[tuple, tuple[np.ndarray | None, dict[str, np.ndarray]]] = {}
 
     # ---------------------------------------------------------------- before Ray, and stopping
     def preflight(self) -> int:
@@ -307,71 +299,19 @@ class FlowerStrategy(Strategy):
     # ---------------------------------------------------------------- the exchanges
     def exchange(self, action: str, clients: np.ndarray, config: dict, *, common: np.ndarray | None = None,
                  rows: list[np.ndarray] | None = None, each: list[dict] | None = None) -> Answers:
-        """Send ``action`` to ``clients`` (indices into the federation) and gather the answers in their order.
+        """Send ``action`` to ``clients`` (indices into the federation) and gather the answers in their order: the
+        public strategies' exchange (:meth:`~nets.flower.clustered.ClusteredStrategy._engine_exchange`).
 
         ``common``: model rows every client gets; ``rows``: each client's own rows; ``each``: each client's own
         settings.  Used by :class:`~nets.flower.backend.FederatedBackend` for every operation on client data.
-        A restarting algorithm's local models asked before are taken from the earlier answers (module docstring).
         """
-        clients = np.asarray(clients, dtype=np.int64)
-        # SR-FCA's and Local's train messages are their local models (neither trains from a cluster model)
-        if action != "train" or self.on_loss != "raise":
-            return self._exchange(action, clients, config, common=common, rows=rows, each=each)
-        keys = [self._request_key(action, int(c), config, common, None if rows is None else rows[a],
-                                  None if each is None else each[a]) for a, c in enumerate(clients)]
-        kept = np.array([key in self._kept for key in keys], dtype=bool)
-        ask = np.flatnonzero(~kept)
-        self._log.reused += int(kept.sum())
-        if len(ask):
-            ans = self._exchange(action, clients[ask], config, common=common,
-                                 rows=None if rows is None else [rows[a] for a in ask],
-                                 each=None if each is None else [each[a] for a in ask])
-            for pos, a in enumerate(ask):
-                if ans.answered[pos]:
-                    self._kept[keys[a]] = (None if ans.rows is None else ans.rows[pos].copy(),
-                                           {k: v[pos].copy() for k, v in ans.metrics.items()})
-        elif len(clients):
-            log(INFO, "%s: the %d local models of this call were computed before the restart", self.algo,
-                len(clients))
-        answered = np.array([key in self._kept for key in keys], dtype=bool)
-        got = [self._kept[key] for key in keys if key in self._kept]
-        out_rows = None
-        if got and got[0][0] is not None:
-            first = got[0][0]
-            out_rows = np.full((len(clients), *first.shape), np.nan, dtype=first.dtype)
-            for a in np.flatnonzero(answered):
-                out_rows[a] = self._kept[keys[a]][0]
-        metrics = {}
-        for name, value in (got[0][1] if got else {}).items():
-            table = np.full((len(clients), len(value)), np.nan)
-            for a in np.flatnonzero(answered):
-                table[a] = self._kept[keys[a]][1][name]
-            metrics[name] = table
-        return Answers(answered, out_rows, metrics)
-
-    def _request_key(self, action: str, client: int, config: dict, common, rows, each) -> tuple:
-        """What determines a client's answer: the action, the client, the settings and the model rows sent (the
-        minibatch positions only where there are minibatches)."""
-        import hashlib
-
-        # with minibatches the client's sample order (its row of the call's draw) is among the settings
-        settings = {k: _plain(v) for k, v in {**config, **(each or {})}.items() if k != "server-round"}
-        digest = hashlib.sha1()
-        for part in (common, rows):
-            if part is not None:
-                digest.update(np.ascontiguousarray(part).tobytes())
-        return action, client, json.dumps(settings, sort_keys=True), digest.hexdigest()
-
-    def _exchange(self, action: str, clients: np.ndarray, config: dict, *, common: np.ndarray | None = None,
-                  rows: list[np.ndarray] | None = None, each: list[dict] | None = None) -> Answers:
-        """One exchange of messages with ``clients`` (:meth:`exchange`), sent and checked by the public strategies'
-        exchange (:meth:`~nets.flower.clustered.ClusteredStrategy._engine_exchange`)."""
         clients = np.asarray(clients, dtype=np.int64)
         # the round travels in every message beside the settings (the clients' injected faults name it)
         each = [{**({"round": config["round"]} if "round" in config else {}), **(each[a] if each else {})}
                 for a in range(len(clients))]
         t0 = time.perf_counter()
         ans = self._driver._engine_exchange(action, clients, config, common=common, rows=rows, each=each)
+        self._driver._begin_round(0)  # the public strategies' round records: none kept here (the replies' models)
         self._log.waits.append(time.perf_counter() - t0)
         self._log.seconds += self._log.waits[-1]
         self._log.exchanges = self._driver._exchanges
@@ -384,6 +324,9 @@ class FlowerStrategy(Strategy):
                 ans.answered[a] = False
                 for table in (*ans.metrics.values(), *(() if ans.rows is None else (ans.rows,))):
                     table[a] = np.nan
+        if self.algo == "local" and ans.rows is not None:  # the estimator refuses a NaN row: a lost client's is the
+            for a in np.flatnonzero(~ans.answered):  # start it was sent, and _run removes the client after the fit
+                ans.rows[a] = rows[a]
         key = "test" if action == "evaluate" else int(config.get("round", 0))
         self._log.count(key, clients, ans.answered)
         log(INFO, "exchange %d (%s, %s): %d of %d clients answered in %.2f s", self._log.exchanges, action,
@@ -487,34 +430,24 @@ class FlowerStrategy(Strategy):
         spec = ALGOS[algo]
         n_runs = p["n_init"] * len(np.atleast_1d(p["step_size"]))
         runs = n_runs if "n_init" in hyper_parameters(algo) else 1
-        members = np.arange(m)
-        while True:
-            rng = np.random.default_rng(algo_ss)  # a restart on fewer clients starts from the same seed
-            train = FederatedBackend(self.exchange, stacks, facts["n_train"], members=members,
-                                     batch_size=p["batch_size"], seed=facts["seed"], n_max=facts["n_per_client"],
-                                     lr_decay=p["lr_decay"], on_loss=self.on_loss)
-            if p["local_init"] == "separate":
-                _separate_local_starts(train, np.random.default_rng(np.random.SeedSequence(p["seed"],
-                                                                                           spawn_key=(3,))))
-            monitor = _Monitor(self, truth, spec.rule, runs, members, m)
-            est = make_estimator(algo, _hyper(p, spec, k, p["init"], 0, rng, monitor, self.algo_params),
-                                 explicit=tuple(self.algo_params))
-            self.round_labels = monitor.labels
-            self._monitor = monitor
-            t0 = time.perf_counter()
-            try:
-                est.fit(train)
-                break
-            except ClientsLost as exc:
-                members = members[~np.isin(members, exc.clients)]
-                self._log.restarts += 1
-                log(INFO, "%s: clients %s lost in %s; restarting on the %d that remain", algo, exc.clients,
-                    exc.action, len(members))
-                if len(members) < max(k if "n_clusters" in hyper_parameters(algo) else 1, 1):
-                    raise ValueError(f"{algo}: too few clients left ({len(members)}) after losing {exc.clients} in "
-                                     f"{exc.action}") from None
+        rng = np.random.default_rng(algo_ss)
+        train = FederatedBackend(self.exchange, stacks, facts["n_train"], batch_size=p["batch_size"],
+                                 seed=facts["seed"], n_max=facts["n_per_client"], lr_decay=p["lr_decay"])
+        if p["local_init"] == "separate":
+            _separate_local_starts(train, np.random.default_rng(np.random.SeedSequence(p["seed"], spawn_key=(3,))))
+        monitor = _Monitor(self, truth, spec.rule, runs)
+        est = make_estimator(algo, _hyper(p, spec, k, p["init"], 0, rng, monitor, self.algo_params),
+                             explicit=tuple(self.algo_params))
+        self.round_labels = monitor.labels
+        self._monitor = monitor
+        t0 = time.perf_counter()
+        est.fit(train)
         seconds = time.perf_counter() - t0
-        res = est.result_
+        res, members = est.result_, np.arange(m)
+        if spec.rule == "own" and train.lost:  # Local: a client whose local model did not arrive is removed
+            members = np.setdiff1d(members, sorted(train.lost))
+            res = dataclasses.replace(res, models=np.asarray(res.models)[members], n_clusters=len(members),
+                                      labels=np.arange(len(members)))
         labels = np.full(m, -1, dtype=np.int64)
         labels[members] = res.labels
         self.labels = labels
@@ -538,8 +471,7 @@ class FlowerStrategy(Strategy):
             record["history"] = monitor.history(self._best_run)
         lg = self._log
         record["flower"] = {"exchanges": lg.exchanges, "messages": lg.messages,
-                            "seconds_in_exchanges": round(lg.seconds, 3), "lost": lg.lost, "restarts": lg.restarts,
-                            "reused": lg.reused,
+                            "seconds_in_exchanges": round(lg.seconds, 3), "lost": lg.lost,
                             "removed_clients": [int(c) for c in np.setdiff1d(np.arange(m), members)],
                             "answered": [list(e) for e in lg.answered],
                             "rounds_without_answers": lg.silent()}
@@ -583,18 +515,16 @@ class _Monitor:
     """The estimator's monitor in a Flower run: per-round clustering metrics (``nets run``'s history rows) and
     the labels of every call; the test scores of ``eval_every`` come from an ``evaluate`` exchange."""
 
-    def __init__(self, strategy: FlowerStrategy, truth, rule: str, n_runs: int, members: np.ndarray, m: int):
+    def __init__(self, strategy: FlowerStrategy, truth, rule: str, n_runs: int):
         p = strategy.p
         self.strategy, self.truth, self.rule, self.n_runs = strategy, truth, rule, n_runs
         self.eval_every, self.rounds = p["eval_every"], p["rounds"]
-        self.members, self.m = members, m
         self.rows: list[dict] = []
         self.labels: list[np.ndarray] = []
         self._pending = 0
 
     def __call__(self, t: int, models: np.ndarray, labels: np.ndarray) -> dict:
-        full = np.full(self.m, -1, dtype=np.int64)
-        full[self.members] = labels
+        full = np.array(labels, dtype=np.int64)
         self.labels.append(full)
         scores = _clustering_scores(full, self.truth)
         sizes = np.bincount(full[full >= 0], minlength=int(full.max(initial=-1)) + 1)
@@ -687,7 +617,6 @@ class LocalStrategy(FlowerStrategy):
     unassigned."""
 
     algo = "local"
-    on_loss = "raise"
 
 
 STRATEGIES: dict[str, type[FlowerStrategy]] = {
