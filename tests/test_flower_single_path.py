@@ -94,6 +94,48 @@ def test_malformed_reply_loses_its_client_as_in_the_public_strategies():
     assert strategy.record["flower"]["rounds_without_answers"] == [] and strategy.record["test_accuracy"] is not None
 
 
+def test_reply_for_another_partition_loses_its_client():
+    """A SuperNode that answers for another partition than the one it described is lost in that exchange (its
+    answer is not taken for the client's); the run goes on with the others."""
+    params = {**BASE, "algo": "ifca", "rounds": 2}
+
+    def confused(message, context):
+        reply = app(message, context)
+        if message.metadata.message_type == "train" and context.node_config["partition-id"] == 4:
+            reply.content["metrics"]["partition-id"] = 1
+        return reply
+
+    strategy = strategy_for(params)
+    strategy.start(InlineGrid(confused, params["clients"]))
+    lost = strategy.record["flower"]["lost"]
+    assert {(action, client, why) for _, action, client, why in lost} == {
+        ("train", 4, "answered for another partition")} and len(lost) == 2  # once a round
+    assert strategy.record["test_accuracy"] is not None
+
+
+def test_local_client_lost_is_removed_and_the_others_keep_their_models():
+    """Local: client 3's local model does not arrive; it is removed (unassigned), the other clients keep the local
+    models of the one exchange and are scored with them, as nets run scores its own local models."""
+    from nets.flower.arrays import split_clusters
+
+    params = {**BASE, "algo": "local", "local_train_steps": 5}
+
+    def fault(message, node):
+        return "fail" if message.metadata.message_type == "train" and node == 4 else None  # partition 3
+
+    whole = strategy_for(params)
+    everyone = [whole._layout.flatten(r) for r in split_clusters(whole.start(InlineGrid(app, 6)).arrays)]
+    strategy = strategy_for(params)
+    with pytest.warns(ClientFailed, match="client 3 failed in train"):
+        result = strategy.start(InlineGrid(app, params["clients"], fault=fault))
+    got = strategy.record
+    assert got["flower"]["removed_clients"] == [3] and strategy.labels.tolist() == [0, 1, 2, -1, 3, 4]
+    assert got["n_clusters"] == 5 and got["unassigned"] == 1 and got["flower"]["exchanges"] == 3
+    kept = [strategy._layout.flatten(r) for r in split_clusters(result.arrays)]
+    assert len(kept) == 5 and all(np.array_equal(a, b) for a, b in zip(kept, np.delete(everyone, 3, 0), strict=True))
+    assert got["test_accuracy"] is not None
+
+
 def test_result_holds_the_models_as_the_public_strategies_do():
     """``start`` returns the public strategies' Result: one state_dict record per cluster model that cflab's network
     loads, and each node's cluster (the record's clustering) and partition."""
@@ -128,7 +170,7 @@ def test_template_client_app_is_a_contract_error_before_the_first_round():
 def test_srfca_client_lost_in_one_shot_resumes(dist):
     """``nets flower``'s SR-FCA resumes (the estimator's rule for lost clients): client 2's ONE_SHOT local model
     does not arrive, so it is no node of ONE_SHOT's graph; with l2 it is asked for it again before the first REFINE
-    and RECLUSTER places it, with cross it stays out; nothing restarts and no client is removed."""
+    and RECLUSTER places it, with cross it stays out; no client is removed."""
     # l2 distances of these networks' local models are far above the cross threshold: one cluster of all at 1e6
     params = {**BASE, **CASES["srfca-minibatch"], "batch_size": None, "dist": dist,
               "threshold": 1e6 if dist == "l2" else 1.0}
@@ -145,7 +187,7 @@ def test_srfca_client_lost_in_one_shot_resumes(dist):
         strategy.start(InlineGrid(app, params["clients"], fault=fault))
     flower = strategy.record["flower"]
     assert [(a, c) for _, a, c, _ in flower["lost"]] == [("train", 2)]
-    assert flower["restarts"] == 0 and flower["removed_clients"] == []
+    assert flower["removed_clients"] == [] and len(flower["lost"]) == 1
     assert strategy.round_labels[0][2] == -1 and (np.delete(strategy.round_labels[0], 2) >= 0).any()
     assert trains.count(3) == (2 if dist == "l2" else 1)
     assert (strategy.labels[2] >= 0) == (dist == "l2")

@@ -37,7 +37,7 @@ import os
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
 from .arrays import Layout, cluster_models, cluster_state_dict, replicate, split_clusters, stack_clusters  # noqa: E402
-from .backend import ClientsLost, FederatedBackend  # noqa: E402
+from .backend import FederatedBackend  # noqa: E402
 from .clustered import (  # noqa: E402
     IFCA,
     SRFCA,
@@ -59,7 +59,7 @@ from .strategies import (  # noqa: E402
     strategy_for,
 )
 
-__all__ = ["IFCA", "SRFCA", "STRATEGIES", "CLoVE", "CLoVEStrategy", "ClientContractError", "ClientsLost",
+__all__ = ["IFCA", "SRFCA", "STRATEGIES", "CLoVE", "CLoVEStrategy", "ClientContractError",
            "ClusteredResult", "ClusteredStrategy", "FederatedBackend", "FlowerStrategy", "GlobalStrategy",
            "IFCAStrategy", "Layout", "LocalStrategy", "RoundFailed", "SRFCAStrategy", "cluster_models",
            "cluster_state_dict", "replicate", "run", "simulate", "split_clusters", "stack_clusters", "strategy_for"]

@@ -12,16 +12,15 @@ the config: the step size after ``lr_decay`` (``lr``) and, with minibatches, eac
 call), so both paths take the same steps.
 
 Lost clients.  A client that fails (its ClientApp raises) or does not answer within the exchange's timeout is
-*lost* for that call; :attr:`FederatedBackend.lost` names the lost clients of the last call.  With
-``on_loss="subsets"`` (IFCA, CLoVE, SR-FCA, FedAvg) a call goes on without them: their loss rows are NaN and the
-algorithm drops them from the round's participants (:func:`synth.algorithms.common.answered`: IFCA journal
-Alg. 2's ``M_t``, CLoVE Alg. 1's ``M^(t)``); a client lost after it answered the round's losses leaves the
-round's aggregate: its cluster's model is the average of the updates that arrived (the model stays where it was
-only when none of its clients' updates did; :meth:`FederatedBackend.combine`), and its gradient counts as zero.
-SR-FCA resumes as :class:`synth.algorithms.srfca.SRFCA` does on any backend with ``lost`` (a lost client's local
-model or gradient row leaves ONE_SHOT's graph or that TrimmedMeanGD step).  With ``on_loss="raise"`` (Local) a
-loss raises :class:`ClientsLost`, and the strategy runs the algorithm again on the clients that remain, reusing
-the local models it already has (:mod:`nets.flower.strategies`).
+*lost* for that call; :attr:`FederatedBackend.lost` names the lost clients of the last call.  A call goes on
+without them: their loss rows are NaN and the algorithm drops them from the round's participants
+(:func:`synth.algorithms.common.answered`: IFCA journal Alg. 2's ``M_t``, CLoVE Alg. 1's ``M^(t)``); a client
+lost after it answered the round's losses leaves the round's aggregate: its cluster's model is the average of the
+updates that arrived (the model stays where it was only when none of its clients' updates did;
+:meth:`FederatedBackend.combine`), and its gradient counts as zero.  SR-FCA resumes as
+:class:`synth.algorithms.srfca.SRFCA` does on any backend with ``lost`` (a lost client's local model or gradient
+row leaves ONE_SHOT's graph or that TrimmedMeanGD step); a local model that did not arrive is a NaN row (Local's
+strategy removes its client, :mod:`nets.flower.strategies`).
 """
 
 from __future__ import annotations
@@ -36,20 +35,11 @@ from synth.validation import check_choice, check_int, check_real
 
 from ..backend import TorchBackend
 
-__all__ = ["Answers", "ClientsLost", "FederatedBackend"]
+__all__ = ["Answers", "FederatedBackend"]
 
-ON_LOSS = ("subsets", "raise")
 # operations on model stacks: no client data, computed on the server
 _STACK_OPS = ("trimmed_mean", "step", "project", "distances", "take", "concat", "to_numpy", "from_numpy",
               "init_models", "tie_shared")
-
-
-class ClientsLost(RuntimeError):
-    """Clients (indices into the federation) that failed or timed out in an exchange of an algorithm that needs them."""
-
-    def __init__(self, clients: list[int], action: str):
-        self.clients, self.action = list(clients), action
-        super().__init__(f"client(s) {self.clients} lost in {action}")
 
 
 @dataclass
@@ -84,31 +74,24 @@ class FederatedBackend:
     stacks : a :class:`~nets.backend.TorchBackend` of the run's network and precision, for the operations on
         model stacks (it holds no client data and is never asked for losses or gradients).
     n_samples : ``(m,)`` training samples of each client (reported by the clients).
-    members : the federation's clients this backend's clients are (default: all, in order); a run restarted
-        without lost clients uses a subset.
     batch_size : the run's minibatch size (``None`` = full batch): local-training calls are counted as the torch
         backend counts them, and each client is sent its row of the draw ``nets run`` makes for the call.
     seed : the torch backend's seed (``nets run``'s batch stream): the minibatch draws and the local models' start.
     n_max : the federation's padded samples per client (the width of ``nets run``'s draw); default the most.
     lr_decay : the step size's factor per round (``lr * lr_decay**round``, as the torch backend's local steps).
-    on_loss : ``"subsets"`` or ``"raise"`` (module docstring).
     """
 
     default_init = "default"
 
-    def __init__(self, exchange: Exchange, stacks: TorchBackend, n_samples, *, members=None,
-                 batch_size: int | None = None, seed: int = 0, n_max: int | None = None, lr_decay: float = 1.0,
-                 on_loss: str = "subsets"):
+    def __init__(self, exchange: Exchange, stacks: TorchBackend, n_samples, *, batch_size: int | None = None,
+                 seed: int = 0, n_max: int | None = None, lr_decay: float = 1.0):
         self._exchange = exchange
         self._stacks = stacks
-        full = np.asarray(n_samples, dtype=np.int64)
-        self.members = np.arange(len(full)) if members is None else np.asarray(members, dtype=np.int64)
-        self.n_samples = full[self.members]
-        self.n_clients, self.n_params = len(self.members), stacks.n_params
+        self.n_samples = np.asarray(n_samples, dtype=np.int64)
+        self.n_clients, self.n_params = len(self.n_samples), stacks.n_params
         self.batch_size = batch_size
         self.seed, self.lr_decay = int(seed), float(lr_decay)
-        self.n_max = int(full.max(initial=1)) if n_max is None else int(n_max)
-        self.on_loss = check_choice("on_loss", on_loss, ON_LOSS)
+        self.n_max = int(self.n_samples.max(initial=1)) if n_max is None else int(n_max)
         self.lost: set[int] = set()
         self._round, self._calls = 0, 0
         self._lost_rows: tuple[torch.Tensor, np.ndarray] | None = None  # the last local_update's output, lost rows
@@ -132,10 +115,8 @@ class FederatedBackend:
 
     def _ask(self, action: str, idx: np.ndarray, config: dict, **payload) -> Answers:
         config = {"round": self._round, **config}
-        ans = self._exchange(action, self.members[idx], config, **payload)
+        ans = self._exchange(action, idx, config, **payload)
         self.lost = {int(a) for a in idx[~ans.answered]}
-        if self.lost and self.on_loss == "raise":
-            raise ClientsLost(sorted(int(c) for c in self.members[sorted(self.lost)]), action)
         return ans
 
     def _training(self, idx: np.ndarray, steps: int, lr: np.ndarray) -> list[dict]:

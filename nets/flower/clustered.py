@@ -14,9 +14,11 @@ messages, plus ``query.losses`` (the losses of the cluster models on the client'
 and gradient averaging, ``query.gradient``.  :func:`nets.flower.torch_client.torch_client_app` makes such a
 ClientApp from any PyTorch ``nn.Module`` and DataLoaders.
 
-The three strategies share the reply check (:func:`reply_defect`: a malformed or non-finite reply loses its
-client; ``nets flower``'s strategies check the form of their replies with it too), the exchange helpers and the
-result records.
+The three strategies share the exchange (:meth:`ClusteredStrategy._engine_exchange`: the contract's messages,
+the reply check :func:`reply_defect` -- a malformed or non-finite reply loses its client -- and lost clients), the
+result records and the driver (:meth:`ClusteredStrategy.start`).  ``nets flower``'s strategies
+(:mod:`nets.flower.strategies`) send their messages through the same exchange and check the form of the replies
+(a non-finite model or loss is the estimator's to judge there, as in ``nets run``).
 
 Each algorithm exists once, in :mod:`synth.algorithms`: IFCA (IFCA journal Alg. 2), CLoVE (Alg. 1) and SR-FCA
 (Alg. 1-4) are the estimators themselves, :class:`synth.algorithms.ifca.IFCA`, :class:`synth.algorithms.clove.CLoVE`
@@ -190,6 +192,8 @@ class ClusteredStrategy(Strategy):
     """
 
     algorithm = ""
+    # a reply's numbers are checked (reply_defect): a non-finite model, gradient or metric loses its client
+    _check_values = True
     # the labels keep the nodes without a cluster (-1): SR-FCA's clusterings leave clients out, where IFCA's and
     # CLoVE's -1 is a client that was not in the round
     _unassigned_kept = False
@@ -252,6 +256,7 @@ class ClusteredStrategy(Strategy):
         self._exchanges = 0
         self._federation: list[int] = []
         self._train_config: dict = {}
+        self._message_records: dict[str, ConfigRecord] = {}  # records every message carries beside its own
         self._begin_round(0)
 
     # ------------------------------------------------------------------ Flower's Strategy API
@@ -514,7 +519,7 @@ class ClusteredStrategy(Strategy):
                     unknown[node] = reason
                 continue
             why = reply_defect(msg.content, self.layout, models, weight_key=self.weighted_by_key,
-                               arrays_key=self.arrayrecord_key)
+                               arrays_key=self.arrayrecord_key, values=self._check_values)
             if METRICS in msg.content.metric_records and _is_partition(msg.content[METRICS].get("partition-id")):
                 self.partitions[node] = int(msg.content[METRICS]["partition-id"])
             if why is None and choose and "losses" not in msg.content[METRICS]:
@@ -539,7 +544,7 @@ class ClusteredStrategy(Strategy):
 
     def _content(self, arrays: ArrayRecord, config: ConfigRecord) -> RecordDict:
         """A message's content: ``arrays`` and ``config`` under ``arrayrecord_key`` and ``configrecord_key``."""
-        return RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: config})
+        return RecordDict({**self._message_records, self.arrayrecord_key: arrays, self.configrecord_key: config})
 
     def _lose(self, server_round: int, message_type: str, node: int, why: str) -> None:
         self.lost.append((server_round, message_type, node, why))
@@ -661,7 +666,9 @@ class ClusteredStrategy(Strategy):
         for a, node in enumerate(nodes):
             own = {k: _plain(v) for k, v in each[a].items()} if each is not None else {}
             cfg = ConfigRecord({**base, **engine, **own, "server-round": self._exchanges})
-            arrays = shared if rows is None else self.layout.unflatten(np.asarray(rows[a])[0])
+            mine = None if rows is None else np.asarray(rows[a])  # one model's record; several stacked
+            arrays = shared if mine is None else self.layout.unflatten(mine[0]) if len(mine) == 1 else \
+                self.layout.record(mine)
             contents[node] = self._content(arrays, cfg)
         self._round_asked.update(nodes)
         replies = self._grid.send_and_receive(self._messages(action, contents), timeout=self._timeout)
@@ -669,7 +676,7 @@ class ClusteredStrategy(Strategy):
         ok = self._collect(rnd, action, replies, asked=nodes, models=due, choose=bool(runs))
         width = 0 if common is None or action not in (LOSSES,) and not runs else len(common)
         table = np.full((len(nodes), max(width, 1)), np.nan)
-        out = np.full((len(nodes), due or 1, self.layout.n_params), np.nan)
+        out = np.full((len(nodes), due, self.layout.n_params), np.nan) if training else None
         answered, counts = np.zeros(len(nodes), dtype=bool), np.ones((len(nodes), 1))
         k = width // max(runs, 1)
         for a, node in enumerate(nodes):
@@ -694,7 +701,17 @@ class ClusteredStrategy(Strategy):
                 out[a] = self.layout.stack(split_clusters(record)) if due > 1 else self.layout.flatten(record)[None]
                 self._round_ok[node] = ok[node]
             answered[a] = True
-        return Answers(answered, out if training else None, {"n": counts, **({"losses": table} if width else {})})
+        metrics = {"n": counts, **({"losses": table} if width else {})}
+        preset = {*metrics, "partition-id"}
+        for a in np.flatnonzero(answered):  # every other metric the clients sent, client by client (NaN: none)
+            for key, value in ok[nodes[a]][METRICS].items():
+                if key in preset:
+                    continue
+                numbers = np.atleast_1d(np.asarray(value, dtype=np.float64))
+                metrics.setdefault(key, np.full((len(nodes), len(numbers)), np.nan))
+                if metrics[key].shape[1] == len(numbers):
+                    metrics[key][a] = numbers
+        return Answers(answered, out, metrics)
 
     def _evaluate_round(self, rnd: int, result: Result, evaluate_config: ConfigRecord | None,
                         evaluate_fn: Callable[[int, RecordDict], MetricRecord | None] | None,

@@ -4,8 +4,9 @@ A strategy runs its algorithm's estimator from :mod:`synth.algorithms` -- the sa
 random streams as ``nets run`` -- on a :class:`~nets.flower.backend.FederatedBackend`, whose every operation on
 client data is one exchange of the client contract's messages (``docs/flower-contract.md``: ``query.losses``,
 ``train``, ``query.gradient``, ``evaluate``, answered by :func:`~nets.flower.torch_client.torch_client_app`, which
-:mod:`nets.flower.client` builds over cflab's data and networks) built by :meth:`FlowerStrategy.configure_train` (or
-``configure_evaluate``) and gathered by :meth:`FlowerStrategy.aggregate_train` (``aggregate_evaluate``).  The
+:mod:`nets.flower.client` builds over cflab's data and networks), sent and checked by the public strategies'
+exchange (:meth:`nets.flower.clustered.ClusteredStrategy._engine_exchange`, the one implementation of the
+contract's messages, reply check and lost clients; here each message also carries the experiment).  The
 algorithm decides everything on the server exactly as it does in-process, so a Flower run and ``nets run`` with
 the same settings take the same decisions (``tests/test_flower.py`` checks it).  The messages per round:
 
@@ -46,17 +47,15 @@ no client is assigned has no ARI (``None``), not the 1.0 that unassigned singlet
 clusters.  SR-FCA resumes (:class:`synth.algorithms.srfca.SRFCA`'s rule for a backend that loses clients): a
 client lost in a TrimmedMeanGD step leaves that step's trimmed mean, one lost in RECLUSTER keeps its cluster, one
 whose local model did not arrive is no node of ONE_SHOT's graph and (``dist="l2"``) is asked for it again before
-each REFINE.  Local's graph-free fit has no round to leave, so a client lost in Local is removed and Local restarts
-on the clients that remain (same seed); the removed clients are reported unassigned (label -1).  The restart
-resumes rather than recomputes: the local models (``train``, ``local_train_steps`` steps per client) are kept per
-client and request, and a restart that asks the same client for the same local model takes the kept one
-(``flower.reused`` counts them).  With minibatches the draws depend on the clients of the call, so
-there a restart computes the local models again, as ``nets run`` on the smaller federation would.  Every exchange has a
+each REFINE.  Local's one exchange (each client's local model, ``train``) has no round to leave: a client whose
+local model did not arrive is removed (``flower.removed_clients``) and reported unassigned (label -1), the others
+keep the local models they sent (the models of that one exchange, asked once).  Every exchange has a
 timeout, so a run never waits longer than that for a client.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
@@ -68,7 +67,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 from flwr.supercore import log
@@ -82,21 +81,16 @@ from ..device import resolve_device
 from ..evaluate import clustering_scores, mean_scores, train_identity_scores
 from ..functional import FunctionalModel
 from ..models import MODELS, model_factory
-from .arrays import Layout, cluster_models, split_clusters
-from .backend import Answers, ClientsLost, FederatedBackend
+from .arrays import Layout, cluster_models
+from .backend import Answers, FederatedBackend
 from .client import EXPERIMENT
 from .clustered import (
     _RUNNING,
-    _UNKNOWN_MESSAGE,
-    ARRAYS,
     CHOOSE_LOWEST,
-    CONFIG,
-    METRICS,
     NUM_EXAMPLES,
     ClientContractError,
     ClusteredResult,
-    _plain,
-    reply_defect,
+    ClusteredStrategy,
 )
 from .session import RunStopped, StoppableGrid
 
@@ -110,21 +104,14 @@ _UNSUPPORTED = {
 }
 
 
+_FAILED = "failed: "  # the reason of a lost client whose ClientApp raised (ClusteredStrategy._collect)
+
+
 class ClientFailed(UserWarning):
     """A client's ClientApp raised: one line with the client and its exception's message (``python -m nets``
     prints it when it happens, ``immediate``)."""
 
     immediate = True
-
-
-@dataclass
-class _Pending:
-    """The exchange being configured: its action, the clients asked (federation indices), per-client payloads."""
-
-    action: str
-    clients: np.ndarray
-    rows: list[np.ndarray] | None = None
-    each: list[dict] | None = None
 
 
 @dataclass
@@ -136,8 +123,6 @@ class _Log:
     seconds: float = 0.0  # in send_and_receive
     lost: list[list] = field(default_factory=list)  # [exchange, action, client, why]
     waits: list[float] = field(default_factory=list)  # seconds each exchange waited for its answers
-    restarts: int = 0
-    reused: int = 0  # local models a restart took from the earlier run instead of asking again
     # consecutive exchanges of one round (or of one test): [round or "test", clients answering, clients asked]
     answered: list[list] = field(default_factory=list)
     _who: tuple[set, set] | None = None  # the last entry's clients answering and asked
@@ -173,7 +158,6 @@ class FlowerStrategy(Strategy):
     """
 
     algo = ""
-    on_loss = "subsets"
 
     def __init__(self, params: dict[str, Any], algo_params: dict[str, Any] | None = None, *, history: bool = False,
                  timeout: float = 600.0, start_timeout: float = 600.0, faults: list[dict] | tuple = ()):
@@ -206,15 +190,14 @@ class FlowerStrategy(Strategy):
         self.round_labels: list[np.ndarray] = []  # the labels the estimator's monitor saw, call by call
         self.labels = np.zeros(0, dtype=np.int64)  # each client's final cluster (-1: none)
         self._grid: Grid | None = None
-        self._pending: _Pending | None = None
         self._log = _Log()
         self._experiment = ConfigRecord({"json": json.dumps({"params": self.params, "faults": self.faults})})
+        self._driver = _Driver(self)  # the exchanges: the public strategies'
+        self._describing = False  # a failure while the SuperNodes describe their partitions is an error, no warning
         self._nodes = np.zeros(0, dtype=np.uint64)  # node ids are 64-bit unsigned
         self._stop = threading.Event()
         self.running = False  # in start(): the ServerApp thread runs this strategy
         self.pull_seconds: tuple[float, float] | None = None  # the poll's shortest and longest pause (default)
-        # the local models (train) kept across restarts: (request key) -> (rows, metrics) of one client
-        self._kept: dict[tuple, tuple[np.ndarray | None, dict[str, np.ndarray]]] = {}
 
     # ---------------------------------------------------------------- before Ray, and stopping
     def preflight(self) -> int:
@@ -257,92 +240,14 @@ class FlowerStrategy(Strategy):
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> list[Message]:
-        """One message per client of the pending exchange: ``arrays`` (models every client gets) or the client's
-        own model rows, ``config`` plus the client's own settings, and the experiment."""
-        p = self._pending
-        messages = []
-        for a, client in enumerate(p.clients):  # one message per client: the framework's unit of work
-            cfg = ConfigRecord({**config, **({k: _plain(v) for k, v in p.each[a].items()} if p.each else {})})
-            own = p.rows is not None and p.rows[a] is not None
-            content = RecordDict({EXPERIMENT: self._experiment, CONFIG: cfg,
-                                  ARRAYS: self._record(p.rows[a]) if own else arrays})
-            messages.append(Message(content, dst_node_id=int(self._nodes[client]), message_type=p.action))
-        return messages
-
-    def _record(self, rows: np.ndarray, stacked: bool = False) -> ArrayRecord:
-        """Model rows as the contract's records: one model's ``state_dict`` record, several (or ``stacked``)
-        stacked by cluster (``cluster{j}/...``)."""
-        rows = np.asarray(rows)
-        if len(rows) == 1 and not stacked:
-            return self._layout.unflatten(rows[0])
-        return self._layout.record(rows)
-
-    def _vectors(self, record: ArrayRecord) -> np.ndarray:
-        """A reply's model or gradient record as ``(r, P)`` rows in the run's precision."""
-        return self._layout.stack(split_clusters(record)).astype(self._np_dtype)
-
-    def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                           grid: Grid) -> list[Message]:
-        """Test-data exchanges are built like training ones (the action names the split)."""
-        return self.configure_train(server_round, arrays, config, grid)
+        """Not Flower's round loop: the estimator makes the exchanges (:meth:`start`)."""
+        raise RuntimeError(f"{type(self).__name__}'s rounds are the estimator's; run it with start()")
 
     def aggregate_train(self, server_round: int, replies) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """The answers of the pending exchange in the order of its clients.
+        """Not Flower's round loop: the estimator makes the exchanges (:meth:`start`)."""
+        raise RuntimeError(f"{type(self).__name__}'s rounds are the estimator's; run it with start()")
 
-        ``rows``: ``(c, r, P)`` model rows or gradients (NaN for a client that did not answer); the metric record
-        holds ``answered`` (1/0 per client) and every statistic the clients sent, client after client (NaN-filled).
-        The algorithm combines them (averaging, trimmed means, clustering) on the server.
-        """
-        p = self._pending
-        where = {int(node): a for a, node in enumerate(self._nodes[p.clients])}
-        c = len(p.clients)
-        got: list[tuple[dict, np.ndarray | None] | None] = [None] * c
-        for msg in replies:
-            a = where.get(int(msg.metadata.src_node_id))
-            if a is None:
-                continue  # a late answer to an earlier exchange
-            if msg.has_error():
-                self._lose(server_round, p.action, int(p.clients[a]), _reason(msg.error.reason), failed=True)
-                continue
-            # a malformed reply loses its client (reply_defect, the public strategies' check: its form only, a
-            # non-finite model or loss is the estimator's to judge, as in nets run)
-            due = len(p.rows[a]) if p.rows is not None and p.action in ("train", "query.gradient") else None
-            why = reply_defect(msg.content, self._layout, due, values=False)
-            if why is None and int(msg.content[METRICS].get("partition-id", -1)) != int(p.clients[a]):
-                why = "answered for another partition"
-            if why is not None:
-                self._lose(server_round, p.action, int(p.clients[a]), why)
-                continue
-            metrics = dict(msg.content[METRICS])
-            got[a] = (metrics, self._vectors(msg.content[ARRAYS]) if ARRAYS in msg.content else None)
-        answered = np.array([g is not None for g in got], dtype=bool)
-        for a in np.flatnonzero(~answered):
-            if not any(e[0] == server_round and e[2] == int(p.clients[a]) for e in self._log.lost):
-                self._lose(server_round, p.action, int(p.clients[a]), f"no answer within {self.timeout:g} s")
-        ok = [g for g in got if g is not None]
-        out = MetricRecord({"answered": [int(v) for v in answered]})
-        for key in (ok[0][0] if ok else {}):
-            if key == "partition-id":
-                continue
-            width = len(np.atleast_1d(ok[0][0][key]))
-            table = np.full((c, width), np.nan)
-            for a in np.flatnonzero(answered):
-                if key in got[a][0]:  # e.g. no eval-acc for a reconstruction
-                    table[a] = np.atleast_1d(got[a][0][key])
-            out[key] = [float(v) for v in table.ravel()]
-        arrays = None
-        if ok and ok[0][1] is not None:
-            first = ok[0][1]
-            r = max(g[1].shape[0] for g in ok)
-            stack = np.full((c, r, *first.shape[1:]), np.nan, dtype=first.dtype)
-            for a in np.flatnonzero(answered):
-                stack[a, :len(got[a][1])] = got[a][1]
-            arrays = ArrayRecord({"rows": Array(stack)})  # (clients, rows, P), NaN where none arrived
-        return arrays, out
-
-    def aggregate_evaluate(self, server_round: int, replies) -> MetricRecord | None:
-        """The clients' test scores, as :meth:`aggregate_train` gathers them."""
-        return self.aggregate_train(server_round, replies)[1]
+    configure_evaluate, aggregate_evaluate = configure_train, aggregate_train
 
     def start(self, grid: Grid, initial_arrays: ArrayRecord | None = None, num_rounds: int | None = None,
               timeout: float | None = None, train_config: ConfigRecord | None = None,
@@ -394,95 +299,50 @@ class FlowerStrategy(Strategy):
     # ---------------------------------------------------------------- the exchanges
     def exchange(self, action: str, clients: np.ndarray, config: dict, *, common: np.ndarray | None = None,
                  rows: list[np.ndarray] | None = None, each: list[dict] | None = None) -> Answers:
-        """Send ``action`` to ``clients`` (indices into the federation) and gather the answers in their order.
+        """Send ``action`` to ``clients`` (indices into the federation) and gather the answers in their order: the
+        public strategies' exchange (:meth:`~nets.flower.clustered.ClusteredStrategy._engine_exchange`).
 
         ``common``: model rows every client gets; ``rows``: each client's own rows; ``each``: each client's own
         settings.  Used by :class:`~nets.flower.backend.FederatedBackend` for every operation on client data.
-        A restarting algorithm's local models asked before are taken from the earlier answers (module docstring).
         """
         clients = np.asarray(clients, dtype=np.int64)
-        # SR-FCA's and Local's train messages are their local models (neither trains from a cluster model)
-        if action != "train" or self.on_loss != "raise":
-            return self._exchange(action, clients, config, common=common, rows=rows, each=each)
-        keys = [self._request_key(action, int(c), config, common, None if rows is None else rows[a],
-                                  None if each is None else each[a]) for a, c in enumerate(clients)]
-        kept = np.array([key in self._kept for key in keys], dtype=bool)
-        ask = np.flatnonzero(~kept)
-        self._log.reused += int(kept.sum())
-        if len(ask):
-            ans = self._exchange(action, clients[ask], config, common=common,
-                                 rows=None if rows is None else [rows[a] for a in ask],
-                                 each=None if each is None else [each[a] for a in ask])
-            for pos, a in enumerate(ask):
-                if ans.answered[pos]:
-                    self._kept[keys[a]] = (None if ans.rows is None else ans.rows[pos].copy(),
-                                           {k: v[pos].copy() for k, v in ans.metrics.items()})
-        elif len(clients):
-            log(INFO, "%s: the %d local models of this call were computed before the restart", self.algo,
-                len(clients))
-        answered = np.array([key in self._kept for key in keys], dtype=bool)
-        got = [self._kept[key] for key in keys if key in self._kept]
-        out_rows = None
-        if got and got[0][0] is not None:
-            first = got[0][0]
-            out_rows = np.full((len(clients), *first.shape), np.nan, dtype=first.dtype)
-            for a in np.flatnonzero(answered):
-                out_rows[a] = self._kept[keys[a]][0]
-        metrics = {}
-        for name, value in (got[0][1] if got else {}).items():
-            table = np.full((len(clients), len(value)), np.nan)
-            for a in np.flatnonzero(answered):
-                table[a] = self._kept[keys[a]][1][name]
-            metrics[name] = table
-        return Answers(answered, out_rows, metrics)
-
-    def _request_key(self, action: str, client: int, config: dict, common, rows, each) -> tuple:
-        """What determines a client's answer: the action, the client, the settings and the model rows sent (the
-        minibatch positions only where there are minibatches)."""
-        import hashlib
-
-        # with minibatches the client's sample order (its row of the call's draw) is among the settings
-        settings = {k: _plain(v) for k, v in {**config, **(each or {})}.items() if k != "server-round"}
-        digest = hashlib.sha1()
-        for part in (common, rows):
-            if part is not None:
-                digest.update(np.ascontiguousarray(part).tobytes())
-        return action, client, json.dumps(settings, sort_keys=True), digest.hexdigest()
-
-    def _exchange(self, action: str, clients: np.ndarray, config: dict, *, common: np.ndarray | None = None,
-                  rows: list[np.ndarray] | None = None, each: list[dict] | None = None) -> Answers:
-        """One exchange of messages with ``clients`` (:meth:`exchange`)."""
-        self._log.exchanges += 1
-        server_round = self._log.exchanges
-        clients = np.asarray(clients, dtype=np.int64)
-        self._pending = _Pending(action, clients, rows, each)
-        cfg = ConfigRecord({k: _plain(v) for k, v in {**config, "server-round": server_round}.items()})
-        arrays = self._record(common, stacked=True) if common is not None and len(common) else ArrayRecord()
-        evaluate = action == "evaluate"
-        configure = self.configure_evaluate if evaluate else self.configure_train
-        messages = configure(server_round, arrays, cfg, self._grid)
+        # the round travels in every message beside the settings (the clients' injected faults name it)
+        each = [{**({"round": config["round"]} if "round" in config else {}), **(each[a] if each else {})}
+                for a in range(len(clients))]
         t0 = time.perf_counter()
-        replies = self._grid.send_and_receive(messages, timeout=self.timeout)
+        ans = self._driver._engine_exchange(action, clients, config, common=common, rows=rows, each=each)
+        self._driver._begin_round(0)  # the public strategies' round records: none kept here (the replies' models)
         self._log.waits.append(time.perf_counter() - t0)
         self._log.seconds += self._log.waits[-1]
-        self._log.messages += len(messages)
-        if evaluate:
-            arrays_out, metrics = None, self.aggregate_evaluate(server_round, replies)
-        else:
-            arrays_out, metrics = self.aggregate_train(server_round, replies)
-        answered = np.asarray(metrics["answered"], dtype=bool)
-        key = "test" if evaluate else int(config.get("round", 0))
-        self._log.count(key, clients, answered)
-        log(INFO, "exchange %d (%s, %s): %d of %d clients answered in %.2f s", server_round, action,
-            "test" if evaluate else f"round {key}", int(answered.sum()), len(clients), self._log.waits[-1])
-        table = {k: np.asarray(v, dtype=np.float64).reshape(len(clients), -1) for k, v in metrics.items()
-                 if k != "answered"}
-        return Answers(answered, None if arrays_out is None else arrays_out["rows"].numpy(), table)
+        self._log.exchanges = self._driver._exchanges
+        self._log.messages += len(clients)
+        for a in np.flatnonzero(ans.answered):  # each SuperNode holds the partition it described
+            node = self._driver._federation[clients[a]]
+            if self._driver.partitions.get(node) != clients[a]:
+                self._driver.partitions[node] = int(clients[a])
+                self._lose(self._log.exchanges, action, node, "answered for another partition")
+                ans.answered[a] = False
+                for table in (*ans.metrics.values(), *(() if ans.rows is None else (ans.rows,))):
+                    table[a] = np.nan
+        if self.algo == "local" and ans.rows is not None:  # the estimator refuses a NaN row: a lost client's is the
+            for a in np.flatnonzero(~ans.answered):  # start it was sent, and _run removes the client after the fit
+                ans.rows[a] = rows[a]
+        key = "test" if action == "evaluate" else int(config.get("round", 0))
+        self._log.count(key, clients, ans.answered)
+        log(INFO, "exchange %d (%s, %s): %d of %d clients answered in %.2f s", self._log.exchanges, action,
+            "test" if action == "evaluate" else f"round {key}", int(ans.answered.sum()), len(clients),
+            self._log.waits[-1])
+        return ans
 
-    def _lose(self, server_round: int, action: str, client: int, why: str, failed: bool = False) -> None:
-        self._log.lost.append([server_round, action, client, why])
-        log(INFO, "exchange %d (%s): client %d lost: %s", server_round, action, client, why)
-        if failed:  # one line per failing client (Flower's own log of it, a traceback, is quiet without --verbose)
+    def _lose(self, exchange: int, action: str, node: int, why: str) -> None:
+        """The driver lost ``node`` (:meth:`_Driver._lose`): a ``flower.lost`` entry with its client, and a
+        :class:`ClientFailed` warning when its ClientApp raised."""
+        client = self._driver._federation.index(node)
+        failed = why.startswith(_FAILED)
+        why = _reason(why[len(_FAILED):]) if failed else why
+        self._log.lost.append([exchange, action, client, why])
+        log(INFO, "exchange %d (%s): client %d lost: %s", exchange, action, client, why)
+        if failed and not self._describing:  # one line per failing client (Flower's own log of it is quiet)
             warnings.warn(f"Flower client {client} failed in {action}: {why}", ClientFailed, stacklevel=2)
 
     def _describe(self) -> dict:
@@ -495,38 +355,38 @@ class FlowerStrategy(Strategy):
         if len(nodes) != m:
             raise ValueError(f"the federation has {len(nodes)} SuperNodes but the run has {m} clients: run one "
                              f"SuperNode per client (--clients {len(nodes)}, or num-supernodes={m})")
-        self._nodes = np.asarray(nodes, dtype=np.uint64)  # until the partitions are known: node order
         facts = self._known if self._known is not None else self._facts()
-        keep, self.timeout = self.timeout, self.start_timeout
+        driver = self._driver
+        driver._grid, driver._federation = self._grid, [int(n) for n in nodes]  # node order, until described
+        driver._timeout, self._describing, lost = self.start_timeout, True, len(self._log.lost)
         try:  # the losses of no model: each reply names its partition and training samples (docs/flower-contract.md)
-            self._pending = _Pending("query.losses", np.arange(m))
-            self._log.exchanges += 1
-            messages = self.configure_train(self._log.exchanges, ArrayRecord(), ConfigRecord(
-                {"server-round": self._log.exchanges}), self._grid)
-            replies = self._grid.send_and_receive(messages, timeout=self.start_timeout)
+            ans = driver._engine_exchange("query.losses", np.arange(m), {})
+        except ClientContractError as exc:
+            raise ClientContractError(f"{type(self).__name__}: {str(exc).split(': ', 1)[1]}".replace(
+                "torch_client_app does", "nets.flower.client.app does")) from None
         finally:
-            self.timeout = keep
-        errors = [_reason(r.error.reason) for r in replies if r.has_error()]
-        if errors and len(errors) == m and all(_UNKNOWN_MESSAGE.search(e) for e in errors):  # as the public ones
-            raise ClientContractError(
-                f"{type(self).__name__}: no client answers query.losses ({errors[0]}); the ClientApp must answer the "
-                "message types of docs/flower-contract.md (train, evaluate, query.losses, query.gradient; "
-                "nets.flower.client.app does)")
+            driver._timeout, self._describing = self.timeout, False
+        self._log.exchanges = driver._exchanges
+        errors = [why for _, _, _, why in self._log.lost[lost:] if not why.startswith("no answer within")]
+        del self._log.lost[lost:]  # describing is no round: what fails here is an error
         if errors:
             raise ValueError(f"a client could not set up its partition: {errors[0]}")
-        if len(replies) < m:
-            raise TimeoutError(f"{m - len(replies)} of {m} SuperNodes did not describe their partition within "
-                               f"{self.start_timeout:g} s")
-        by_partition = {int(r.content[METRICS]["partition-id"]): r for r in replies}
+        if not ans.answered.all():
+            raise TimeoutError(f"{m - int(ans.answered.sum())} of {m} SuperNodes did not describe their partition "
+                               f"within {self.start_timeout:g} s")
+        by_partition = {driver.partitions.get(n, -1): a for a, n in enumerate(driver._federation)}
         if sorted(by_partition) != list(range(m)):
             raise ValueError(f"the SuperNodes hold partitions {sorted(by_partition)}; the run needs 0..{m - 1}, one "
                              f"each")
-        self._nodes = np.array([by_partition[i].metadata.src_node_id for i in range(m)], dtype=np.uint64)
-        held = np.array([by_partition[i].content[METRICS][NUM_EXAMPLES] for i in range(m)], dtype=np.int64)
+        order = [by_partition[i] for i in range(m)]
+        driver._federation = [driver._federation[a] for a in order]  # client i is the node of partition i
+        self._nodes = np.array(driver._federation, dtype=np.uint64)
+        held = ans.table("n", 1)[order, 0].astype(np.int64)
         if not np.array_equal(held, facts["n_train"]):
             raise ValueError(f"the SuperNodes hold {held.tolist()} training samples where the experiment's "
                              f"partitions have {facts['n_train'].tolist()}")
         return facts
+
 
     def _facts(self) -> dict:
         """The federation's facts, from the seed as ``nets run`` builds it (the data is dropped): the network, the
@@ -558,8 +418,8 @@ class FlowerStrategy(Strategy):
                                               facts["vocab_size"]), MODELS[name].loss, device=device, dtype=dtype)
         placeholder = torch.zeros((1, 1, *facts["input_shape"]), dtype=dtype if facts["input_float"] else torch.long)
         stacks = TorchBackend(model, placeholder)  # operations on model stacks only: it holds no client data
-        self._layout = Layout(ArrayRecord(model.module.state_dict()))  # flat rows <-> the contract's records
-        self._np_dtype = np.float64 if dtype == torch.float64 else np.float32
+        # flat rows <-> the contract's records
+        self._layout = self._driver.layout = Layout(ArrayRecord(model.module.state_dict()))
         truth = facts["truth"]
         m = int(self.p["clients"])
         k = check_sizes(p, int(facts["n_per_client"]), m, truth)
@@ -570,34 +430,24 @@ class FlowerStrategy(Strategy):
         spec = ALGOS[algo]
         n_runs = p["n_init"] * len(np.atleast_1d(p["step_size"]))
         runs = n_runs if "n_init" in hyper_parameters(algo) else 1
-        members = np.arange(m)
-        while True:
-            rng = np.random.default_rng(algo_ss)  # a restart on fewer clients starts from the same seed
-            train = FederatedBackend(self.exchange, stacks, facts["n_train"], members=members,
-                                     batch_size=p["batch_size"], seed=facts["seed"], n_max=facts["n_per_client"],
-                                     lr_decay=p["lr_decay"], on_loss=self.on_loss)
-            if p["local_init"] == "separate":
-                _separate_local_starts(train, np.random.default_rng(np.random.SeedSequence(p["seed"],
-                                                                                           spawn_key=(3,))))
-            monitor = _Monitor(self, truth, spec.rule, runs, members, m)
-            est = make_estimator(algo, _hyper(p, spec, k, p["init"], 0, rng, monitor, self.algo_params),
-                                 explicit=tuple(self.algo_params))
-            self.round_labels = monitor.labels
-            self._monitor = monitor
-            t0 = time.perf_counter()
-            try:
-                est.fit(train)
-                break
-            except ClientsLost as exc:
-                members = members[~np.isin(members, exc.clients)]
-                self._log.restarts += 1
-                log(INFO, "%s: clients %s lost in %s; restarting on the %d that remain", algo, exc.clients,
-                    exc.action, len(members))
-                if len(members) < max(k if "n_clusters" in hyper_parameters(algo) else 1, 1):
-                    raise ValueError(f"{algo}: too few clients left ({len(members)}) after losing {exc.clients} in "
-                                     f"{exc.action}") from None
+        rng = np.random.default_rng(algo_ss)
+        train = FederatedBackend(self.exchange, stacks, facts["n_train"], batch_size=p["batch_size"],
+                                 seed=facts["seed"], n_max=facts["n_per_client"], lr_decay=p["lr_decay"])
+        if p["local_init"] == "separate":
+            _separate_local_starts(train, np.random.default_rng(np.random.SeedSequence(p["seed"], spawn_key=(3,))))
+        monitor = _Monitor(self, truth, spec.rule, runs)
+        est = make_estimator(algo, _hyper(p, spec, k, p["init"], 0, rng, monitor, self.algo_params),
+                             explicit=tuple(self.algo_params))
+        self.round_labels = monitor.labels
+        self._monitor = monitor
+        t0 = time.perf_counter()
+        est.fit(train)
         seconds = time.perf_counter() - t0
-        res = est.result_
+        res, members = est.result_, np.arange(m)
+        if spec.rule == "own" and train.lost:  # Local: a client whose local model did not arrive is removed
+            members = np.setdiff1d(members, sorted(train.lost))
+            res = dataclasses.replace(res, models=np.asarray(res.models)[members], n_clusters=len(members),
+                                      labels=np.arange(len(members)))
         labels = np.full(m, -1, dtype=np.int64)
         labels[members] = res.labels
         self.labels = labels
@@ -621,8 +471,7 @@ class FlowerStrategy(Strategy):
             record["history"] = monitor.history(self._best_run)
         lg = self._log
         record["flower"] = {"exchanges": lg.exchanges, "messages": lg.messages,
-                            "seconds_in_exchanges": round(lg.seconds, 3), "lost": lg.lost, "restarts": lg.restarts,
-                            "reused": lg.reused,
+                            "seconds_in_exchanges": round(lg.seconds, 3), "lost": lg.lost,
                             "removed_clients": [int(c) for c in np.setdiff1d(np.arange(m), members)],
                             "answered": [list(e) for e in lg.answered],
                             "rounds_without_answers": lg.silent()}
@@ -666,18 +515,16 @@ class _Monitor:
     """The estimator's monitor in a Flower run: per-round clustering metrics (``nets run``'s history rows) and
     the labels of every call; the test scores of ``eval_every`` come from an ``evaluate`` exchange."""
 
-    def __init__(self, strategy: FlowerStrategy, truth, rule: str, n_runs: int, members: np.ndarray, m: int):
+    def __init__(self, strategy: FlowerStrategy, truth, rule: str, n_runs: int):
         p = strategy.p
         self.strategy, self.truth, self.rule, self.n_runs = strategy, truth, rule, n_runs
         self.eval_every, self.rounds = p["eval_every"], p["rounds"]
-        self.members, self.m = members, m
         self.rows: list[dict] = []
         self.labels: list[np.ndarray] = []
         self._pending = 0
 
     def __call__(self, t: int, models: np.ndarray, labels: np.ndarray) -> dict:
-        full = np.full(self.m, -1, dtype=np.int64)
-        full[self.members] = labels
+        full = np.array(labels, dtype=np.int64)
         self.labels.append(full)
         scores = _clustering_scores(full, self.truth)
         sizes = np.bincount(full[full >= 0], minlength=int(full.max(initial=-1)) + 1)
@@ -710,6 +557,28 @@ def _clustering_scores(labels, truth) -> dict:
     if truth is not None and len(labels) and (np.asarray(labels) < 0).all():
         scores["ari"] = None
     return scores
+
+
+class _Driver(ClusteredStrategy):
+    """The public strategies' exchange (:meth:`~nets.flower.clustered.ClusteredStrategy._engine_exchange`: the
+    contract's messages, the reply check, lost clients) for a :class:`FlowerStrategy`: every message also carries
+    the experiment, a ``train`` message only the estimator's settings, and a lost client is the strategy's
+    ``flower.lost`` entry.  A reply's numbers are not checked: ``nets run`` keeps a non-finite model or loss for
+    the estimator to judge (a diverged run)."""
+
+    algorithm = "nets flower"
+    _check_values = False
+
+    def __init__(self, owner: FlowerStrategy):
+        super().__init__(1, min_available_nodes=1)
+        self._owner = owner
+        self._message_records = {EXPERIMENT: owner._experiment}
+
+    def _train_defaults(self) -> dict:
+        return {}  # the estimator's settings say everything (FederatedBackend's local-steps, lr, order)
+
+    def _lose(self, server_round: int, message_type: str, node: int, why: str) -> None:
+        self._owner._lose(self._exchanges, message_type, node, why)
 
 
 def _reason(reason: str) -> str:
@@ -748,7 +617,6 @@ class LocalStrategy(FlowerStrategy):
     unassigned."""
 
     algo = "local"
-    on_loss = "raise"
 
 
 STRATEGIES: dict[str, type[FlowerStrategy]] = {
