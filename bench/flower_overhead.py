@@ -143,16 +143,17 @@ def _timed_ifca(rounds: int, client_choice: bool = True):
     from nets.flower.clustered import IFCA
 
     class Timed(IFCA):
-        """IFCA that notes when each round's aggregation ends."""
+        """IFCA that notes when each round ends: Flower's ``configure_evaluate`` hook, which the strategy calls once
+        after every round's aggregation (the last one after the estimator's final clustering pass), before any
+        evaluation exchange."""
 
         def __init__(self, **kw):
             super().__init__(**kw)
             self.stamps: list[float] = []
 
-        def aggregate_train(self, server_round, replies):
-            out = super().aggregate_train(server_round, replies)
+        def configure_evaluate(self, server_round, arrays, config, grid):
             self.stamps.append(time.perf_counter())
-            return out
+            return super().configure_evaluate(server_round, arrays, config, grid)
 
     return Timed(n_clusters=K, local_steps=TAU, lr=LR, evaluate_every=rounds + 1, seed=0, client_choice=client_choice)
 
