@@ -181,6 +181,16 @@ class ClusteredStrategy(Strategy):
         :class:`RoundFailed` at the first lost client.
     seed : an int, SeedSequence or Generator (the sampling, CLoVE's clustering, the replicated initial models).
     start_timeout : seconds to wait for ``min_available_nodes``, finite and > 0.
+    stacks : the server's operations on model stacks (the estimator's combine, step, trimmed mean, distances):
+        ``None`` (default), float64 numpy rows of the model's :class:`~nets.flower.arrays.Layout` (the
+        :class:`synth.backend.GLMBackend` operations); or a :class:`nets.backend.TorchBackend` of the clients'
+        network (torch tensors in that backend's precision and device, as ``nets run``'s stacks).  Its
+        ``n_params`` must be the layout's, in the same order (``FunctionalModel``'s flat vector of the
+        ``state_dict``).  The models travel in the layout's dtypes either way, and :attr:`models` and the records
+        hold float64 numpy rows.
+    lr_decay : the clients' step size's factor per round, in (0, 1]: round ``t`` (from 0) sends ``lr *
+        lr_decay**t`` with every ``train`` message (IFCA's CIFAR experiment: 0.99; ``nets run``'s ``lr_decay``, its
+        torch backend's local steps).  Gradient averaging's server step is not decayed, as in ``nets run``.
 
     Flower's ``FedAvg`` arguments, with FedAvg's meaning: ``min_train_nodes`` and ``min_evaluate_nodes`` (the
     fewest nodes sampled, when that many are there; default 1), ``fraction_evaluate=0.0`` (no federated
@@ -205,7 +215,8 @@ class ClusteredStrategy(Strategy):
                  min_train_nodes: int = 1, min_evaluate_nodes: int = 1, weighted_by_key: str = NUM_EXAMPLES,
                  arrayrecord_key: str = ARRAYS, configrecord_key: str = CONFIG,
                  train_metrics_aggr_fn: Callable[[list[RecordDict], str], MetricRecord] | None = None,
-                 evaluate_metrics_aggr_fn: Callable[[list[RecordDict], str], MetricRecord] | None = None):
+                 evaluate_metrics_aggr_fn: Callable[[list[RecordDict], str], MetricRecord] | None = None,
+                 stacks: Any = None, lr_decay: float = 1.0):
         self.n_clusters = check_int("n_clusters", n_clusters, low=1)
         self.averaging = check_choice("averaging", averaging, AVERAGINGS)
         self.local_steps = check_int("local_steps", local_steps, low=1)  # the estimators' tau >= 1
@@ -237,6 +248,12 @@ class ClusteredStrategy(Strategy):
         if not np.isfinite(self.start_timeout):
             raise ValueError(f"start_timeout must be a finite number of seconds > 0, got {start_timeout!r}")
         self._rng = check_random_state(seed)
+        for op in ("combine", "step", "distances", "to_numpy", "from_numpy", "n_params"):
+            if stacks is not None and not hasattr(stacks, op):
+                raise TypeError(f"stacks must be None or a nets.backend.TorchBackend (operations on model stacks), "
+                                f"got {type(stacks).__name__} without {op!r}")
+        self.stacks = stacks
+        self.lr_decay = check_real("lr_decay", lr_decay, low=0.0, high=1.0, low_inclusive=False)
         self.layout: Layout | None = None
         self.models = np.zeros((0, 0))
         self.labels: dict[int, int] = {}  # node -> its cluster (last assignment)
@@ -281,8 +298,12 @@ class ClusteredStrategy(Strategy):
 
     def _fitted(self, est, nodes: list[int]) -> None:
         """The fit's models and each node's cluster (the estimator's final assignment)."""
-        self.models = np.asarray(est.result_.models, dtype=np.float64)
+        self.models = self._numpy(est.result_.models)
         self.labels = {nodes[i]: int(c) for i, c in enumerate(est.result_.labels) if c >= 0 or self._unassigned_kept}
+
+    def _numpy(self, models) -> np.ndarray:
+        """A stack of the estimator's models as float64 numpy rows (the records, the result)."""
+        return np.asarray(models if self.stacks is None else self.stacks.to_numpy(models), dtype=np.float64)
 
     def _round_extra(self, t: int, runs: list[tuple[np.ndarray, np.ndarray]], backend: _ClientsBackend) -> dict:
         """Round ``t``'s metrics beyond the clusters: the objective, each answering client's loss at its model
@@ -323,7 +344,7 @@ class ClusteredStrategy(Strategy):
             runs: list[tuple[np.ndarray, np.ndarray]] = []
 
             def monitor(t: int, models: np.ndarray, labels: np.ndarray) -> dict:
-                runs.append((np.asarray(models, dtype=np.float64), np.asarray(labels)))
+                runs.append((self._numpy(models), np.asarray(labels)))
                 if len(runs) == R:  # the round's last run: its records and evaluation (the last after the fit)
                     self._record_round(t, list(runs), backend, result)
                     runs.clear()
@@ -427,7 +448,8 @@ class ClusteredStrategy(Strategy):
     # ------------------------------------------------------------------ subclass hooks
     def _settings(self) -> dict:
         return {"n_clusters": self.n_clusters, "averaging": self.averaging, "local_steps": self.local_steps,
-                "lr": self.lr, "fraction_train": self.fraction_train,
+                "lr": self.lr, **({"lr_decay": self.lr_decay} if self.lr_decay != 1.0 else {}),
+                "fraction_train": self.fraction_train,
                 "evaluate_every": self.evaluate_every, "accept_failures": self.accept_failures}
 
     def _check_rounds(self, num_rounds: int | None) -> int:
@@ -857,7 +879,11 @@ class _ClientsBackend(FederatedBackend):
 
     def __init__(self, strategy: ClusteredStrategy, m: int, choose: str | None = None, runs: int = 1,
                  normalise: str = "total"):
-        super().__init__(strategy._engine_exchange, _Replies(strategy.layout.n_params), np.ones(m))
+        stacks = _Replies(strategy.layout.n_params) if strategy.stacks is None else strategy.stacks
+        if stacks.n_params != strategy.layout.n_params:
+            raise ValueError(f"stacks hold models of {stacks.n_params} parameters; the model has "
+                             f"{strategy.layout.n_params} (initial_arrays)")
+        super().__init__(strategy._engine_exchange, stacks, np.ones(m), lr_decay=strategy.lr_decay)
         self._strategy, self.choose, self.runs, self.normalise = strategy, choose, int(runs), normalise
         # each client's weighted_by_key (num-examples) as its replies say (a count the estimators check at fit;
         # a float key, e.g. a weight, is kept as it is once replies arrive)
@@ -874,7 +900,7 @@ class _ClientsBackend(FederatedBackend):
 
     def distances(self, a, b) -> np.ndarray:
         """Pairwise l2 distances; a local model that did not arrive (a NaN row) is at NaN distance from all."""
-        a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        a, b = self._strategy._numpy(a), self._strategy._numpy(b)
         ok_a, ok_b = np.isfinite(a).all(1), np.isfinite(b).all(1)
         D = np.full((len(a), len(b)), np.nan)
         D[np.ix_(ok_a, ok_b)] = self._stacks.distances(a[ok_a], b[ok_b])
@@ -883,7 +909,8 @@ class _ClientsBackend(FederatedBackend):
     def client_gradients(self, models, labels, clients=None):
         """Each client's gradient at its model (SR-FCA's TrimmedMeanGD); integer entries get none."""
         G = super().client_gradients(models, labels, clients)
-        G[:, self._integer] = 0.0
+        if self._integer.any():  # a step leaves the integer entries
+            G[:, self._tensor(self._integer).bool() if self._torch else self._integer] = 0.0
         return G
 
     def _ask(self, action: str, idx: np.ndarray, config: dict, **payload):
@@ -905,7 +932,12 @@ class _ClientsBackend(FederatedBackend):
         else:
             self._chose = True
             M = self._rows(models)
-            ans = self._ask(self.choose, idx, {}, common=M, runs=self.runs)
+            strategy = self._strategy
+            lr = {**strategy._train_defaults(), **strategy._train_config}["lr"]
+            # the round's step size (lr_decay), as local_update's train messages carry it
+            each = [{"lr": float(lr * self.lr_decay ** self._round)}] * len(idx) if self.choose == TRAIN and \
+                self.lr_decay != 1.0 else None
+            ans = self._ask(self.choose, idx, {}, common=M, runs=self.runs, each=each)
             L = ans.table("losses", len(M))
             rows = ans.stack(self.runs, self.n_params, np.float64)
             self._chosen = {int(i): rows[a] for a, i in enumerate(idx) if ans.answered[a]}
@@ -919,7 +951,8 @@ class _ClientsBackend(FederatedBackend):
         idx, r = self._index(clients), self._run
         self._run += 1  # IFCA's model averaging asks run after run
         self._lost_rows = None
-        return np.stack([self._chosen[int(i)][r] for i in idx]) if len(idx) else np.zeros((0, self.n_params))
+        return self._tensor(np.stack([self._chosen[int(i)][r] for i in idx]) if len(idx) else
+                            np.zeros((0, self.n_params)))
 
     def weighted_gradients(self, models, weights, clients=None):
         """``G[j] = sum_i weights[i, j] grad f_i(models[j])``, each client at its one model (one-hot weights).  A
@@ -947,7 +980,7 @@ class _ClientsBackend(FederatedBackend):
             w = np.where(got, w, 0.0)
             np.add.at(G, cols[got], w[got, None] * ans.stack(1, self.n_params, np.float64)[got, 0])
         G[:, self._integer] = 0.0
-        return G
+        return self._tensor(G)
 
     def combine(self, weights, values):
         """The clients' average (lost updates left out, :class:`~nets.flower.backend.FederatedBackend`); each
@@ -957,7 +990,10 @@ class _ClientsBackend(FederatedBackend):
         if self._lost_rows is not None and values is self._lost_rows[0]:
             W[self._lost_rows[1]] = 0.0  # a lost client's row is the model it was sent, not an update
         out = super().combine(weights, values)
-        return _keep_integers(self._strategy.layout, out, out, W, values) if len(out) else out
+        if not len(out) or not self._integer.any():
+            return out
+        numpy = self._strategy._numpy
+        return self._tensor(_keep_integers(self._strategy.layout, numpy(out), numpy(out), W, numpy(values)))
 
 
 class IFCA(ClusteredStrategy):

@@ -1,0 +1,118 @@
+"""The public clustered strategies' options for ``nets flower``'s runs (issue #55: one driver).
+
+``stacks``: the server's operations on model stacks on a :class:`nets.backend.TorchBackend` (``nets run``'s stacks)
+instead of float64 numpy rows.  The estimator (:mod:`synth.algorithms`) takes the same decisions on either: with a
+float64 torch backend the models and clusters equal the numpy run's (IFCA with restarts and both averagings,
+CLoVE, SR-FCA, whose ONE_SHOT and REFINE use the backend's distances, trimmed means, steps and projections); a
+float32 backend keeps the clusters and the models within float32's rounding.  ``lr_decay``: each round's step
+size in the ``train`` messages.  In process (InlineGrid); skipped without the ``flower`` extra.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+pytest.importorskip("flwr")
+torch = pytest.importorskip("torch")
+
+from flwr.app import ArrayRecord  # noqa: E402
+from torch import nn  # noqa: E402
+
+from nets.backend import TorchBackend  # noqa: E402
+from nets.flower.arrays import Layout, split_clusters  # noqa: E402
+from nets.flower.clustered import IFCA, SRFCA, CLoVE  # noqa: E402
+from nets.flower.inline import InlineGrid  # noqa: E402
+from nets.flower.torch_client import torch_client_app  # noqa: E402
+from nets.functional import FunctionalModel  # noqa: E402
+from tests.test_flower_batchnorm import N_NODES, load_data  # noqa: E402
+
+pytestmark = pytest.mark.flower
+
+
+def _net() -> nn.Module:
+    torch.manual_seed(0)  # every build the same: the clients load the server's models into it anyway
+    return nn.Sequential(nn.Flatten(), nn.Linear(36, 4), nn.Tanh(), nn.Linear(4, 2))
+
+
+def _stacks(dtype: torch.dtype) -> TorchBackend:
+    """A TorchBackend of the clients' network holding no client data (a placeholder sample), as nets flower's."""
+    return TorchBackend(FunctionalModel(_net, "ce", dtype=dtype), torch.zeros((1, 1, 1, 6, 6), dtype=dtype))
+
+
+CASES = {
+    "ifca-model-restarts": (lambda **o: IFCA(n_clusters=2, n_init=2, local_steps=2, lr=0.2, **o), 3),
+    "ifca-gradient-server-choice": (lambda **o: IFCA(n_clusters=2, averaging="gradient", client_choice=False,
+                                                     lr=0.5, **o), 3),
+    "clove": (lambda **o: CLoVE(n_clusters=2, local_steps=2, lr=0.2, **o), 3),
+    "srfca": (lambda **o: SRFCA(threshold="auto", local_train_steps=5, local_step_size=0.2, trmean_steps=2,
+                                n_refine=1, **o), None),
+}
+
+
+def _run(name: str, stacks=None) -> tuple[np.ndarray, dict]:
+    make, rounds = CASES[name]
+    s = make(stacks=stacks, seed=0)
+    result = s.start(InlineGrid(torch_client_app(_net, load_data), N_NODES), ArrayRecord(_net().state_dict()),
+                     num_rounds=rounds)
+    layout = Layout(ArrayRecord(_net().state_dict()))
+    sent = np.stack([layout.flatten(r) for r in split_clusters(result.arrays)])  # in the network's float32
+    assert np.array_equal(sent, s.models.astype(np.float32))
+    assert s.models.dtype == np.float64
+    return s.models, dict(s.labels)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_torch_stacks_take_the_numpy_stacks_decisions(name):
+    want_models, want_labels = _run(name)
+    models, labels = _run(name, _stacks(torch.float64))
+    assert labels == want_labels
+    np.testing.assert_allclose(models, want_models, rtol=0, atol=1e-10)
+    models32, labels32 = _run(name, _stacks(torch.float32))
+    assert labels32 == want_labels
+    np.testing.assert_allclose(models32, want_models, rtol=0, atol=1e-4)
+
+
+def test_stacks_must_hold_the_model():
+    with pytest.raises(TypeError, match="stacks must be None or a nets.backend.TorchBackend"):
+        IFCA(n_clusters=2, stacks=object())
+    other = TorchBackend(FunctionalModel(lambda: nn.Linear(3, 2)), torch.zeros((1, 1, 3)))
+    s = IFCA(n_clusters=2, n_init=1, stacks=other)
+    with pytest.raises(ValueError, match="stacks hold models of 8 parameters; the model has 158"):
+        s.start(InlineGrid(torch_client_app(_net, load_data), N_NODES), ArrayRecord(_net().state_dict()),
+                num_rounds=1)
+
+
+@pytest.mark.parametrize("make", [lambda **o: IFCA(n_clusters=2, n_init=1, **o),
+                                  lambda **o: IFCA(n_clusters=2, client_choice=False, **o),
+                                  lambda **o: CLoVE(n_clusters=2, **o)], ids=["ifca", "ifca-server-choice", "clove"])
+def test_lr_decay_sends_each_rounds_step_size(make):
+    """``lr_decay``: every ``train`` message of round t carries ``lr * lr_decay**t`` (nets run's local steps),
+    whether the client chooses its model in that message or the server chose it."""
+    grid = InlineGrid(torch_client_app(_net, load_data), N_NODES)
+    make(local_steps=1, lr=0.4, lr_decay=0.5, seed=0).start(grid, ArrayRecord(_net().state_dict()), num_rounds=3)
+    trains = [m.content["config"]["lr"] for m in grid.sent if m.metadata.message_type == "train"]
+    assert len(trains) == 3 * N_NODES  # every client in every round
+    assert trains == pytest.approx([0.4 * 0.5 ** (a // N_NODES) for a in range(len(trains))], rel=1e-12)
+
+
+def test_lr_decay_takes_the_same_decisions_whoever_chooses():
+    """IFCA's client choice with ``lr_decay`` trains what the server's choice trains (the same models)."""
+    runs = []
+    for choice in (True, False):
+        s = IFCA(n_clusters=2, n_init=1, client_choice=choice, local_steps=2, lr=0.4, lr_decay=0.7, seed=0)
+        s.start(InlineGrid(torch_client_app(_net, load_data), N_NODES), ArrayRecord(_net().state_dict()),
+                num_rounds=3)
+        runs.append((s.models, s.labels))
+    assert runs[0][1] == runs[1][1]
+    np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=0, atol=1e-12)
+
+
+def test_lr_decay_is_a_factor_in_0_1():
+    for bad in (0.0, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="lr_decay"):
+            IFCA(n_clusters=2, lr_decay=bad)
