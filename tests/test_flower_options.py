@@ -5,7 +5,8 @@ instead of float64 numpy rows.  The estimator (:mod:`synth.algorithms`) takes th
 float64 torch backend the models and clusters equal the numpy run's (IFCA with restarts and both averagings,
 CLoVE, SR-FCA, whose ONE_SHOT and REFINE use the backend's distances, trimmed means, steps and projections); a
 float32 backend keeps the clusters and the models within float32's rounding.  ``lr_decay``: each round's step
-size in the ``train`` messages.  In process (InlineGrid); skipped without the ``flower`` extra.
+size in the ``train`` messages.  ``init``: the starting models drawn from the seed, as ``nets run``'s.  In process
+(InlineGrid); skipped without the ``flower`` extra.
 """
 
 from __future__ import annotations
@@ -34,14 +35,19 @@ from tests.test_flower_batchnorm import N_NODES, load_data  # noqa: E402
 pytestmark = pytest.mark.flower
 
 
-def _net() -> nn.Module:
-    torch.manual_seed(0)  # every build the same: the clients load the server's models into it anyway
+def _layers() -> nn.Module:
     return nn.Sequential(nn.Flatten(), nn.Linear(36, 4), nn.Tanh(), nn.Linear(4, 2))
 
 
+def _net() -> nn.Module:
+    torch.manual_seed(0)  # every build the same (initial_arrays): the clients load the server's models anyway
+    return _layers()
+
+
 def _stacks(dtype: torch.dtype) -> TorchBackend:
-    """A TorchBackend of the clients' network holding no client data (a placeholder sample), as nets flower's."""
-    return TorchBackend(FunctionalModel(_net, "ce", dtype=dtype), torch.zeros((1, 1, 1, 6, 6), dtype=dtype))
+    """A TorchBackend of the clients' network holding no client data (a placeholder sample), as nets flower's; its
+    ``init`` seeds torch before it builds the network (``_net`` would undo that)."""
+    return TorchBackend(FunctionalModel(_layers, "ce", dtype=dtype), torch.zeros((1, 1, 1, 6, 6), dtype=dtype))
 
 
 CASES = {
@@ -116,3 +122,35 @@ def test_lr_decay_is_a_factor_in_0_1():
     for bad in (0.0, 1.5, float("nan")):
         with pytest.raises(ValueError, match="lr_decay"):
             IFCA(n_clusters=2, lr_decay=bad)
+
+
+@pytest.mark.parametrize("make", [lambda **o: IFCA(n_clusters=2, n_init=2, local_steps=1, lr=0.3, **o),
+                                  lambda **o: CLoVE(n_clusters=2, local_steps=1, lr=0.3, fraction_train=0.5, **o)],
+                         ids=["ifca-restarts", "clove-sampled"])
+def test_init_draws_the_starts_from_the_seed_as_nets_run(make):
+    """``init="default"``: the starts are :func:`~synth.algorithms.common.initial_models`' draw from the seed
+    (``nets run``'s), and the run goes on with the seed's stream after it (CLoVE's sampling): the same run as the
+    drawn models passed as ``initial_arrays`` with the stream where the draw left it."""
+    from synth.algorithms.common import initial_models
+    from synth.validation import check_random_state
+
+    stacks = _stacks(torch.float32)  # float32 draws: the layout's records carry them exactly
+    layout = Layout(ArrayRecord(_net().state_dict()))
+    drawn = make(stacks=stacks, init="default", seed=3)
+    runs, k = drawn._runs(), drawn.n_clusters
+    drawn.start(InlineGrid(torch_client_app(_net, load_data), N_NODES), ArrayRecord(_net().state_dict()),
+                num_rounds=3)
+    rng = check_random_state(3)
+    starts = initial_models(stacks, "default", runs, k, rng).reshape(runs * k, -1)
+    assert not np.allclose(starts[0], layout.flatten(ArrayRecord(_net().state_dict())))  # not initial_arrays'
+    given = make(stacks=stacks, seed=rng)
+    given.start(InlineGrid(torch_client_app(_net, load_data), N_NODES), layout.record(starts), num_rounds=3)
+    assert drawn.labels == given.labels
+    np.testing.assert_array_equal(drawn.models, given.models)
+
+
+def test_init_needs_stacks():
+    with pytest.raises(ValueError, match="pass stacks"):
+        IFCA(n_clusters=2, init="default")
+    with pytest.raises(TypeError, match="init must be None or a scheme"):
+        IFCA(n_clusters=2, init=3, stacks=_stacks(torch.float32))
