@@ -5,8 +5,9 @@ instead of float64 numpy rows.  The estimator (:mod:`synth.algorithms`) takes th
 float64 torch backend the models and clusters equal the numpy run's (IFCA with restarts and both averagings,
 CLoVE, SR-FCA, whose ONE_SHOT and REFINE use the backend's distances, trimmed means, steps and projections); a
 float32 backend keeps the clusters and the models within float32's rounding.  ``lr_decay``: each round's step
-size in the ``train`` messages.  ``init``: the starting models drawn from the seed, as ``nets run``'s.  In process
-(InlineGrid); skipped without the ``flower`` extra.
+size in the ``train`` messages.  ``init``: the starting models drawn from the seed, as ``nets run``'s.
+``monitor``: the estimator's monitor (``nets run``'s history).  In process (InlineGrid); skipped without the
+``flower`` extra.
 """
 
 from __future__ import annotations
@@ -154,3 +155,27 @@ def test_init_needs_stacks():
         IFCA(n_clusters=2, init="default")
     with pytest.raises(TypeError, match="init must be None or a scheme"):
         IFCA(n_clusters=2, init=3, stacks=_stacks(torch.float32))
+
+
+@pytest.mark.parametrize("stacks", [None, torch.float64], ids=["numpy", "torch"])
+def test_monitor_sees_every_runs_round_as_the_records(stacks):
+    """``monitor``: called once per run after each round with that run's models (float64 rows) and labels;
+    the round's records show the best run's labels (IFCA Sec. VI-A), which the monitor saw."""
+    calls = []
+
+    def watch(t, models, labels):
+        calls.append((t, models, np.array(labels)))
+        return {"seen": t}
+
+    s = IFCA(n_clusters=2, n_init=2, local_steps=1, lr=0.3, seed=0, monitor=watch,
+             stacks=None if stacks is None else _stacks(stacks))
+    s.start(InlineGrid(torch_client_app(_net, load_data), N_NODES), ArrayRecord(_net().state_dict()), num_rounds=3)
+    assert [t for t, _, _ in calls] == [0, 0, 1, 1, 2, 2]
+    assert all(isinstance(m, np.ndarray) and m.dtype == np.float64 and m.shape == (2, s.layout.n_params)
+               for _, m, _ in calls)
+    nodes = s._federation
+    for t, row in enumerate(s.history):
+        seen = calls[2 * t + row["best-run"]][2]
+        assert row["labels"] == {nodes[i]: int(c) for i, c in enumerate(seen) if c >= 0}
+    with pytest.raises(TypeError, match="monitor must be a function"):
+        IFCA(n_clusters=2, monitor=3)

@@ -197,6 +197,11 @@ class ClusteredStrategy(Strategy):
         (:func:`synth.algorithms.common.initial_models`: each run's ``k`` models in turn, before any other draw of
         the seed), so the starts are ``nets run``'s; ``initial_arrays`` then gives the model's layout only (its
         values are not used).  Needs ``stacks``.
+    monitor : ``monitor(round, models, labels) -> dict | None``, the estimator's monitor (:mod:`synth.algorithms`,
+        ``nets run``'s per-round history): called after each round (from 0; SR-FCA: ONE_SHOT, then each REFINE)
+        once per run (IFCA's restarts: run after run) with that run's models (float64 numpy rows) and
+        each client's cluster (-1: none; clients in the federation's order, the nodes sorted by id), before the
+        round's records; the dict it returns joins the estimator's record of the call.
 
     Flower's ``FedAvg`` arguments, with FedAvg's meaning: ``min_train_nodes`` and ``min_evaluate_nodes`` (the
     fewest nodes sampled, when that many are there; default 1), ``fraction_evaluate=0.0`` (no federated
@@ -222,7 +227,8 @@ class ClusteredStrategy(Strategy):
                  arrayrecord_key: str = ARRAYS, configrecord_key: str = CONFIG,
                  train_metrics_aggr_fn: Callable[[list[RecordDict], str], MetricRecord] | None = None,
                  evaluate_metrics_aggr_fn: Callable[[list[RecordDict], str], MetricRecord] | None = None,
-                 stacks: Any = None, lr_decay: float = 1.0, init: str | None = None):
+                 stacks: Any = None, lr_decay: float = 1.0, init: str | None = None,
+                 monitor: Callable[[int, Any, np.ndarray], dict | None] | None = None):
         self.n_clusters = check_int("n_clusters", n_clusters, low=1)
         self.averaging = check_choice("averaging", averaging, AVERAGINGS)
         self.local_steps = check_int("local_steps", local_steps, low=1)  # the estimators' tau >= 1
@@ -266,6 +272,9 @@ class ClusteredStrategy(Strategy):
             raise ValueError(f"init={init!r} draws the starting models with stacks.init_models: pass stacks (a "
                              "nets.backend.TorchBackend of the network)")
         self.init = init
+        if monitor is not None and not callable(monitor):
+            raise TypeError(f"monitor must be a function (round, models, labels) -> dict, got {monitor!r}")
+        self.monitor = monitor
         self.layout: Layout | None = None
         self.models = np.zeros((0, 0))
         self.labels: dict[int, int] = {}  # node -> its cluster (last assignment)
@@ -357,6 +366,7 @@ class ClusteredStrategy(Strategy):
 
             def monitor(t: int, models: np.ndarray, labels: np.ndarray) -> dict:
                 runs.append((self._numpy(models), np.asarray(labels)))
+                out = (self.monitor(t, runs[-1][0], labels) if self.monitor is not None else None) or {}
                 if len(runs) == R:  # the round's last run: its records and evaluation (the last after the fit)
                     self._record_round(t, list(runs), backend, result)
                     runs.clear()
@@ -364,7 +374,7 @@ class ClusteredStrategy(Strategy):
                         self._evaluate_round(t + 1, result, evaluate_config, evaluate_fn)
                     self._begin_round(t + 1)  # what follows is the next round's (SR-FCA: the next REFINE)
                     backend._round = t + 1
-                return {}
+                return out
 
             est = self._est = self._estimator(len(nodes), self.num_rounds, train, starts, monitor)
             est.fit(backend)
