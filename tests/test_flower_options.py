@@ -5,7 +5,9 @@ instead of float64 numpy rows.  The estimator (:mod:`synth.algorithms`) takes th
 float64 torch backend the models and clusters equal the numpy run's (IFCA with restarts and both averagings,
 CLoVE, SR-FCA, whose ONE_SHOT and REFINE use the backend's distances, trimmed means, steps and projections); a
 float32 backend keeps the clusters and the models within float32's rounding.  ``lr_decay``: each round's step
-size in the ``train`` messages.  In process (InlineGrid); skipped without the ``flower`` extra.
+size in the ``train`` messages.  ``init``: the starting models drawn from the seed, as ``nets run``'s.
+``monitor``: the estimator's monitor (``nets run``'s history).  In process (InlineGrid); skipped without the
+``flower`` extra.
 """
 
 from __future__ import annotations
@@ -34,14 +36,19 @@ from tests.test_flower_batchnorm import N_NODES, load_data  # noqa: E402
 pytestmark = pytest.mark.flower
 
 
-def _net() -> nn.Module:
-    torch.manual_seed(0)  # every build the same: the clients load the server's models into it anyway
+def _layers() -> nn.Module:
     return nn.Sequential(nn.Flatten(), nn.Linear(36, 4), nn.Tanh(), nn.Linear(4, 2))
 
 
+def _net() -> nn.Module:
+    torch.manual_seed(0)  # every build the same (initial_arrays): the clients load the server's models anyway
+    return _layers()
+
+
 def _stacks(dtype: torch.dtype) -> TorchBackend:
-    """A TorchBackend of the clients' network holding no client data (a placeholder sample), as nets flower's."""
-    return TorchBackend(FunctionalModel(_net, "ce", dtype=dtype), torch.zeros((1, 1, 1, 6, 6), dtype=dtype))
+    """A TorchBackend of the clients' network holding no client data (a placeholder sample), as nets flower's; its
+    ``init`` seeds torch before it builds the network (``_net`` would undo that)."""
+    return TorchBackend(FunctionalModel(_layers, "ce", dtype=dtype), torch.zeros((1, 1, 1, 6, 6), dtype=dtype))
 
 
 CASES = {
@@ -116,3 +123,59 @@ def test_lr_decay_is_a_factor_in_0_1():
     for bad in (0.0, 1.5, float("nan")):
         with pytest.raises(ValueError, match="lr_decay"):
             IFCA(n_clusters=2, lr_decay=bad)
+
+
+@pytest.mark.parametrize("make", [lambda **o: IFCA(n_clusters=2, n_init=2, local_steps=1, lr=0.3, **o),
+                                  lambda **o: CLoVE(n_clusters=2, local_steps=1, lr=0.3, fraction_train=0.5, **o)],
+                         ids=["ifca-restarts", "clove-sampled"])
+def test_init_draws_the_starts_from_the_seed_as_nets_run(make):
+    """``init="default"``: the starts are :func:`~synth.algorithms.common.initial_models`' draw from the seed
+    (``nets run``'s), and the run goes on with the seed's stream after it (CLoVE's sampling): the same run as the
+    drawn models passed as ``initial_arrays`` with the stream where the draw left it."""
+    from synth.algorithms.common import initial_models
+    from synth.validation import check_random_state
+
+    stacks = _stacks(torch.float32)  # float32 draws: the layout's records carry them exactly
+    layout = Layout(ArrayRecord(_net().state_dict()))
+    drawn = make(stacks=stacks, init="default", seed=3)
+    runs, k = drawn._runs(), drawn.n_clusters
+    drawn.start(InlineGrid(torch_client_app(_net, load_data), N_NODES), ArrayRecord(_net().state_dict()),
+                num_rounds=3)
+    rng = check_random_state(3)
+    starts = initial_models(stacks, "default", runs, k, rng).reshape(runs * k, -1)
+    assert not np.allclose(starts[0], layout.flatten(ArrayRecord(_net().state_dict())))  # not initial_arrays'
+    given = make(stacks=stacks, seed=rng)
+    given.start(InlineGrid(torch_client_app(_net, load_data), N_NODES), layout.record(starts), num_rounds=3)
+    assert drawn.labels == given.labels
+    np.testing.assert_array_equal(drawn.models, given.models)
+
+
+def test_init_needs_stacks():
+    with pytest.raises(ValueError, match="pass stacks"):
+        IFCA(n_clusters=2, init="default")
+    with pytest.raises(TypeError, match="init must be None or a scheme"):
+        IFCA(n_clusters=2, init=3, stacks=_stacks(torch.float32))
+
+
+@pytest.mark.parametrize("stacks", [None, torch.float64], ids=["numpy", "torch"])
+def test_monitor_sees_every_runs_round_as_the_records(stacks):
+    """``monitor``: called once per run after each round with that run's models (float64 rows) and labels;
+    the round's records show the best run's labels (IFCA Sec. VI-A), which the monitor saw."""
+    calls = []
+
+    def watch(t, models, labels):
+        calls.append((t, models, np.array(labels)))
+        return {"seen": t}
+
+    s = IFCA(n_clusters=2, n_init=2, local_steps=1, lr=0.3, seed=0, monitor=watch,
+             stacks=None if stacks is None else _stacks(stacks))
+    s.start(InlineGrid(torch_client_app(_net, load_data), N_NODES), ArrayRecord(_net().state_dict()), num_rounds=3)
+    assert [t for t, _, _ in calls] == [0, 0, 1, 1, 2, 2]
+    assert all(isinstance(m, np.ndarray) and m.dtype == np.float64 and m.shape == (2, s.layout.n_params)
+               for _, m, _ in calls)
+    nodes = s._federation
+    for t, row in enumerate(s.history):
+        seen = calls[2 * t + row["best-run"]][2]
+        assert row["labels"] == {nodes[i]: int(c) for i, c in enumerate(seen) if c >= 0}
+    with pytest.raises(TypeError, match="monitor must be a function"):
+        IFCA(n_clusters=2, monitor=3)

@@ -68,7 +68,7 @@ from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 from flwr.supercore import log
 
 from synth.algorithms.clove import CLoVE as _CLoVEEstimator
-from synth.algorithms.common import group_argmin
+from synth.algorithms.common import group_argmin, initial_models
 from synth.algorithms.srfca import (
     DISTS,
     QUANTILE_NAMES,
@@ -191,6 +191,17 @@ class ClusteredStrategy(Strategy):
     lr_decay : the clients' step size's factor per round, in (0, 1]: round ``t`` (from 0) sends ``lr *
         lr_decay**t`` with every ``train`` message (IFCA's CIFAR experiment: 0.99; ``nets run``'s ``lr_decay``, its
         torch backend's local steps).  Gradient averaging's server step is not decayed, as in ``nets run``.
+    init : the starting models: ``None`` (default), ``initial_arrays``' (one record is replicated); or a scheme of
+        ``stacks``' ``init_models`` (``"default"``: the network's own torch initialisation, ``"gaussian"``,
+        ``"zeros"``), drawn from ``seed`` as ``nets run``'s estimator draws them
+        (:func:`synth.algorithms.common.initial_models`: each run's ``k`` models in turn, before any other draw of
+        the seed), so the starts are ``nets run``'s; ``initial_arrays`` then gives the model's layout only (its
+        values are not used).  Needs ``stacks``.
+    monitor : ``monitor(round, models, labels) -> dict | None``, the estimator's monitor (:mod:`synth.algorithms`,
+        ``nets run``'s per-round history): called after each round (from 0; SR-FCA: ONE_SHOT, then each REFINE)
+        once per run (IFCA's restarts: run after run) with that run's models (float64 numpy rows) and
+        each client's cluster (-1: none; clients in the federation's order, the nodes sorted by id), before the
+        round's records; the dict it returns joins the estimator's record of the call.
 
     Flower's ``FedAvg`` arguments, with FedAvg's meaning: ``min_train_nodes`` and ``min_evaluate_nodes`` (the
     fewest nodes sampled, when that many are there; default 1), ``fraction_evaluate=0.0`` (no federated
@@ -216,7 +227,8 @@ class ClusteredStrategy(Strategy):
                  arrayrecord_key: str = ARRAYS, configrecord_key: str = CONFIG,
                  train_metrics_aggr_fn: Callable[[list[RecordDict], str], MetricRecord] | None = None,
                  evaluate_metrics_aggr_fn: Callable[[list[RecordDict], str], MetricRecord] | None = None,
-                 stacks: Any = None, lr_decay: float = 1.0):
+                 stacks: Any = None, lr_decay: float = 1.0, init: str | None = None,
+                 monitor: Callable[[int, Any, np.ndarray], dict | None] | None = None):
         self.n_clusters = check_int("n_clusters", n_clusters, low=1)
         self.averaging = check_choice("averaging", averaging, AVERAGINGS)
         self.local_steps = check_int("local_steps", local_steps, low=1)  # the estimators' tau >= 1
@@ -254,6 +266,15 @@ class ClusteredStrategy(Strategy):
                                 f"got {type(stacks).__name__} without {op!r}")
         self.stacks = stacks
         self.lr_decay = check_real("lr_decay", lr_decay, low=0.0, high=1.0, low_inclusive=False)
+        if init is not None and not isinstance(init, str):
+            raise TypeError(f"init must be None or a scheme name (e.g. 'default'), got {init!r}")
+        if init is not None and stacks is None:
+            raise ValueError(f"init={init!r} draws the starting models with stacks.init_models: pass stacks (a "
+                             "nets.backend.TorchBackend of the network)")
+        self.init = init
+        if monitor is not None and not callable(monitor):
+            raise TypeError(f"monitor must be a function (round, models, labels) -> dict, got {monitor!r}")
+        self.monitor = monitor
         self.layout: Layout | None = None
         self.models = np.zeros((0, 0))
         self.labels: dict[int, int] = {}  # node -> its cluster (last assignment)
@@ -345,6 +366,7 @@ class ClusteredStrategy(Strategy):
 
             def monitor(t: int, models: np.ndarray, labels: np.ndarray) -> dict:
                 runs.append((self._numpy(models), np.asarray(labels)))
+                out = (self.monitor(t, runs[-1][0], labels) if self.monitor is not None else None) or {}
                 if len(runs) == R:  # the round's last run: its records and evaluation (the last after the fit)
                     self._record_round(t, list(runs), backend, result)
                     runs.clear()
@@ -352,7 +374,7 @@ class ClusteredStrategy(Strategy):
                         self._evaluate_round(t + 1, result, evaluate_config, evaluate_fn)
                     self._begin_round(t + 1)  # what follows is the next round's (SR-FCA: the next REFINE)
                     backend._round = t + 1
-                return {}
+                return out
 
             est = self._est = self._estimator(len(nodes), self.num_rounds, train, starts, monitor)
             est.fit(backend)
@@ -449,7 +471,7 @@ class ClusteredStrategy(Strategy):
     def _settings(self) -> dict:
         return {"n_clusters": self.n_clusters, "averaging": self.averaging, "local_steps": self.local_steps,
                 "lr": self.lr, **({"lr_decay": self.lr_decay} if self.lr_decay != 1.0 else {}),
-                "fraction_train": self.fraction_train,
+                "fraction_train": self.fraction_train, **({"init": self.init} if self.init is not None else {}),
                 "evaluate_every": self.evaluate_every, "accept_failures": self.accept_failures}
 
     def _check_rounds(self, num_rounds: int | None) -> int:
@@ -472,6 +494,12 @@ class ClusteredStrategy(Strategy):
         for j, record in enumerate(records):
             _check_finite(self.layout, self.layout.flatten(record),
                           "initial_arrays" + (f" (cluster model {j})" if len(records) > 1 else ""))
+        if self.init is not None:  # the seed's starts (nets run's): each run's k models in turn
+            R = self._runs()
+            if self.stacks.n_params != self.layout.n_params:
+                raise ValueError(f"stacks hold models of {self.stacks.n_params} parameters; the model has "
+                                 f"{self.layout.n_params} (initial_arrays)")
+            return initial_models(self.stacks, self.init, R, k // R, self._rng).reshape(k, -1)
         if len(records) == 1 and k > 1:
             records = replicate(records[0], k, self._rng)
         if len(records) != k:
