@@ -56,7 +56,7 @@ import dataclasses
 import re
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from logging import INFO, WARNING
 from typing import Any
 
@@ -304,8 +304,12 @@ class ClusteredStrategy(Strategy):
         log(INFO, "\t└──> %s", ", ".join(f"{k}={v}" for k, v in self._settings().items()))
 
     def _runs(self) -> int:
-        """The runs the estimator fits side by side (IFCA's restarts)."""
+        """The runs the estimator fits side by side (IFCA's restarts: its starts times its step sizes)."""
         return 1
+
+    def _starts(self) -> int:
+        """The runs' distinct starts (IFCA's ``n_init``: each is run once per step size)."""
+        return self._runs()
 
     def _backend(self, m: int) -> _ClientsBackend:
         raise NotImplementedError
@@ -360,7 +364,7 @@ class ClusteredStrategy(Strategy):
         try:
             nodes = self._connect(grid)
             backend = self._backend(len(nodes))
-            self.models = starts[:len(starts) // R]
+            self.models = starts[:len(starts) // self._starts()]  # the first run's models (round 0)
             self._evaluate_round(0, result, evaluate_config, evaluate_fn, federated=False)
             runs: list[tuple[np.ndarray, np.ndarray]] = []
 
@@ -490,12 +494,12 @@ class ClusteredStrategy(Strategy):
         if not records:
             Layout(initial_arrays)  # the error of an empty record
         self.layout = Layout(records[0])
-        self._check_memory(k)
+        self._check_memory(k * self._runs() // self._starts())  # every run's models (IFCA: starts x step sizes)
         for j, record in enumerate(records):
             _check_finite(self.layout, self.layout.flatten(record),
                           "initial_arrays" + (f" (cluster model {j})" if len(records) > 1 else ""))
         if self.init is not None:  # the seed's starts (nets run's): each run's k models in turn
-            R = self._runs()
+            R = self._starts()
             if self.stacks.n_params != self.layout.n_params:
                 raise ValueError(f"stacks hold models of {self.stacks.n_params} parameters; the model has "
                                  f"{self.layout.n_params} (initial_arrays)")
@@ -686,6 +690,10 @@ class ClusteredStrategy(Strategy):
         has them."""
         return {"local-steps": self.local_steps, "lr": self.lr}
 
+    def _run_step_sizes(self) -> list[float]:
+        """Each run's clients' step size (before ``lr_decay``): ``train_config``'s ``lr``, else the strategy's."""
+        return [float({**self._train_defaults(), **self._train_config}["lr"])] * self._runs()
+
     def _begin_round(self, t: int) -> None:
         """The estimator starts round ``t``: its clients asked, lost and their valid training replies."""
         self._round_asked: set[int] = set()
@@ -783,6 +791,15 @@ class ClusteredStrategy(Strategy):
                                                       self.labels, self.partitions))
             if metrics is not None:
                 result.evaluate_metrics_serverapp[rnd] = metrics
+
+def _check_step_sizes(step_sizes) -> tuple[float, ...]:
+    """IFCA's step sizes to restart over: a non-empty list of finite numbers > 0 (ValueError in one line)."""
+    items = list(step_sizes) if isinstance(step_sizes, (list, tuple, np.ndarray)) else None
+    if not items or any(isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number))
+                        or not np.isfinite(v) or v <= 0 for v in items):
+        raise ValueError(f"step_sizes must be a non-empty list of finite numbers > 0, got {step_sizes!r}")
+    return tuple(float(v) for v in items)
+
 
 def _check_train_config(config: ConfigRecord | None) -> None:
     """``train_config``'s ``lr`` (a finite number > 0) and ``local-steps`` (an integer >= 0), which override the
@@ -961,10 +978,12 @@ class _ClientsBackend(FederatedBackend):
             self._chose = True
             M = self._rows(models)
             strategy = self._strategy
-            lr = {**strategy._train_defaults(), **strategy._train_config}["lr"]
-            # the round's step size (lr_decay), as local_update's train messages carry it
-            each = [{"lr": float(lr * self.lr_decay ** self._round)}] * len(idx) if self.choose == TRAIN and \
-                self.lr_decay != 1.0 else None
+            lrs = strategy._run_step_sizes()
+            # the round's step size (lr_decay), as local_update's train messages carry it; several step sizes
+            # (IFCA's restarts over step sizes): run r's, a list of one per run
+            decayed = [float(v * self.lr_decay ** self._round) for v in lrs]
+            each = [{"lr": decayed[0] if len(set(lrs)) == 1 else decayed}] * len(idx) if self.choose == TRAIN and (
+                self.lr_decay != 1.0 or len(set(lrs)) > 1) else None
             ans = self._ask(self.choose, idx, {}, common=M, runs=self.runs, each=each)
             L = ans.table("losses", len(M))
             rows = ans.stack(self.runs, self.n_params, np.float64)
@@ -1052,6 +1071,15 @@ class IFCA(ClusteredStrategy):
     ``query.losses`` picks the run of lowest total loss (the estimator's rule), whose ``k`` models the last
     evaluation and the result hold (:attr:`best_run`, :attr:`run_losses`).  Needs ``client_choice=True``.
 
+    ``step_sizes``: IFCA's restarts over step sizes (Sec. VI-A tries {0.01, 0.1, 1} for k = 2 and {0.5, 1, 2} for
+    k = 4; ``nets run``'s ``step_size`` list), in place of ``lr``: each of the ``n_init`` starts is run once per
+    step size, side by side, ``n_init * len(step_sizes)`` runs in all, run ``r`` from start ``r // S`` at step size
+    ``step_sizes[r % S]`` (``S = len(step_sizes)``, the estimator's order), and the run of lowest total loss is
+    kept as above (:attr:`best_step_size`).  With several step sizes a ``train`` message's ``config["lr"]`` is a
+    list, run ``r``'s step size at index ``r`` (after ``lr_decay``); with ``averaging="gradient"`` the server
+    steps each run by its own.  Needs ``client_choice=True`` when there are several runs; a ``train_config``
+    ``lr`` is refused with it (both would set the step size).
+
     ``client_choice=True`` (default): one message per client per round.  The ``train`` (or ``query.gradient``)
     message carries every cluster model and ``config["choose"] = "lowest-loss"``; the client computes the
     losses, trains (or differentiates at) its lowest-loss model and returns it with ``metrics["losses"]`` and
@@ -1068,7 +1096,12 @@ class IFCA(ClusteredStrategy):
     algorithm = "IFCA"
 
     def __init__(self, n_clusters: int, *, averaging: str = "model", client_choice: bool = True,
-                 n_init: int | None = None, **options):
+                 n_init: int | None = None, step_sizes: Sequence[float] | None = None, **options):
+        self.step_sizes = None if step_sizes is None else _check_step_sizes(step_sizes)
+        if self.step_sizes is not None and "lr" in options:
+            raise ValueError(f"give lr or step_sizes, not both (lr={options['lr']!r}, step_sizes={step_sizes!r})")
+        if self.step_sizes is not None:
+            options["lr"] = self.step_sizes[0]  # the message's lr where one step size is sent
         super().__init__(n_clusters, averaging=averaging, **options)
         if not isinstance(client_choice, bool):
             raise TypeError(f"client_choice must be True or False, got {client_choice!r}")
@@ -1080,11 +1113,32 @@ class IFCA(ClusteredStrategy):
         if self.n_init > 1 and not client_choice:
             raise ValueError(f"n_init={n_init} restarts need client_choice=True (each client trains its model of "
                              "every run from one message)")
+        if self.step_sizes is not None and len(self.step_sizes) > 1 and not client_choice:
+            raise ValueError(f"step_sizes={list(self.step_sizes)} restarts need client_choice=True (each client "
+                             "trains its model of every run from one message)")
         self.best_run: int | None = None
+        self.best_step_size: float | None = None
         self.run_losses: np.ndarray | None = None
 
     def _settings(self) -> dict:
-        return {"client_choice": self.client_choice, "n_init": self.n_init, **super()._settings()}
+        return {"client_choice": self.client_choice, "n_init": self.n_init,
+                **({"step_sizes": list(self.step_sizes)} if self.step_sizes is not None else {}),
+                **super()._settings()}
+
+    def _n_steps(self) -> int:
+        return 1 if self.step_sizes is None else len(self.step_sizes)
+
+    def _begin(self, initial_arrays: ArrayRecord, num_rounds: int, timeout: float,
+               train_config: ConfigRecord | None) -> dict:
+        if self.step_sizes is not None and train_config is not None and "lr" in train_config:
+            raise ValueError(f"train_config['lr'] and step_sizes both set the clients' step size; give one "
+                             f"(step_sizes={list(self.step_sizes)})")
+        return super()._begin(initial_arrays, num_rounds, timeout, train_config)
+
+    def _run_step_sizes(self) -> list[float]:
+        if self.step_sizes is None:
+            return super()._run_step_sizes()
+        return [float(v) for v in np.tile(self.step_sizes, self.n_init)]  # run r: step_sizes[r % S]
 
     def _n_models(self) -> int:
         return self.n_clusters * self.n_init
@@ -1096,25 +1150,30 @@ class IFCA(ClusteredStrategy):
         return super()._initial_models(initial_arrays)
 
     def _runs(self) -> int:
+        return self.n_init * self._n_steps()
+
+    def _starts(self) -> int:
         return self.n_init
 
     def _backend(self, m: int) -> _ClientsBackend:
         kind = GRADIENT if self.averaging == "gradient" else TRAIN
-        return _ClientsBackend(self, m, kind if self.client_choice else None, self.n_init)
+        return _ClientsBackend(self, m, kind if self.client_choice else None, self._runs())
 
     def _estimator(self, m: int, rounds: int, train: dict, starts: np.ndarray, monitor):
         from synth.algorithms.ifca import IFCA as Estimator
 
-        return Estimator(n_clusters=self.n_clusters, n_rounds=rounds, step_size=train["lr"], averaging=self.averaging,
+        step = train["lr"] if self.step_sizes is None else list(self.step_sizes)
+        return Estimator(n_clusters=self.n_clusters, n_rounds=rounds, step_size=step, averaging=self.averaging,
                          local_steps=train["local-steps"], participation=self._participation(m),
                          init=starts.reshape(self.n_init, self.n_clusters, -1), n_init=self.n_init,
                          random_state=self._rng, monitor=monitor)
 
     def _fitted(self, est, nodes: list[int]) -> None:
         super()._fitted(est, nodes)
-        if self.n_init > 1:
+        if self._runs() > 1:
             extra = est.result_.extra
             self.best_run, self.run_losses = int(extra["best_run"]), np.asarray(extra["run_losses"])
+            self.best_step_size = float(extra["run_step_sizes"][self.best_run])
 
 
 class CLoVE(ClusteredStrategy):
