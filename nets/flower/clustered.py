@@ -1,4 +1,5 @@
-"""IFCA, SR-FCA and CLoVE as Flower strategies for any model and any ClientApp that keeps the client contract.
+"""IFCA, SR-FCA and CLoVE as Flower strategies for any model and any ClientApp that keeps the client contract, and
+the papers' baselines, :class:`Global` (FedAvg) and :class:`Local`, on the same driver.
 
 A Flower user builds one of these strategies from the algorithm's hyper-parameters and starts it as any Flower
 strategy::
@@ -82,8 +83,8 @@ from .backend import FederatedBackend
 from .session import RunStopped, StoppableGrid
 
 __all__ = ["ARRAYS", "CLoVE", "CONFIG", "ClientContractError", "ClusteredResult", "ClusteredStrategy", "GRADIENT",
-           "IFCA", "LOSSES", "METRICS", "RoundFailed", "RunStopped", "SRFCA", "auto_threshold", "reply_defect",
-           "stop_running"]
+           "Global", "IFCA", "LOSSES", "Local", "METRICS", "RoundFailed", "RunStopped", "SRFCA", "auto_threshold",
+           "reply_defect", "stop_running"]
 
 # the client contract (docs/flower-contract.md): message types and the keys of their RecordDicts
 TRAIN = MessageType.TRAIN
@@ -1357,3 +1358,117 @@ class SRFCA(ClusteredStrategy):
     def _fitted(self, est, nodes: list[int]) -> None:
         super()._fitted(est, nodes)
         self.status = str(est.result_.extra.get("status", "ok"))
+
+
+class Global(IFCA):
+    """FedAvg (McMahan et al. 2017), the global-model baseline of the IFCA, SR-FCA and CLoVE papers, for any model
+    and ClientApp: one model for every client, IFCA's ``k = 1`` case.
+
+    The estimator :class:`synth.algorithms.baselines.GlobalModel` -- ``nets run``'s ``global`` -- runs on the server
+    as :class:`IFCA`'s does (same driver, messages and faults, ``n_clusters=1``, ``n_init=1``): each round the
+    sampled clients train the model (``averaging="model"``: it becomes the plain mean of their models) or return
+    their gradient at it (``"gradient"``: it steps by ``lr / |M_t|`` times their sum); with ``client_choice=True``
+    (default) one ``train`` (or ``query.gradient``) message per client and round carries it with
+    ``choose="lowest-loss"`` and the reply adds its loss (the estimator's objective), ``False`` asks
+    ``query.losses`` first.  A lost client leaves the round (the model is the mean of the updates that arrived).
+    ``step_sizes``: restarts over step sizes as :class:`IFCA`'s (one start, ``len(step_sizes)`` runs, the run of
+    lowest total loss kept).  ``initial_arrays``: the model's record.  The result holds one cluster, ``cluster-0``,
+    with every client that answered the final ``query.losses`` assigned to it.
+    """
+
+    algorithm = "FedAvg"
+
+    def __init__(self, *, averaging: str = "model", client_choice: bool = True,
+                 step_sizes: Sequence[float] | None = None, **options):
+        super().__init__(1, averaging=averaging, client_choice=client_choice, n_init=1, step_sizes=step_sizes,
+                         **options)
+
+    def _estimator(self, m: int, rounds: int, train: dict, starts: np.ndarray, monitor):
+        from synth.algorithms.baselines import GlobalModel
+
+        step = train["lr"] if self.step_sizes is None else list(self.step_sizes)
+        return GlobalModel(n_rounds=rounds, step_size=step, averaging=self.averaging,
+                           local_steps=train["local-steps"], participation=self._participation(m),
+                           init=starts.reshape(1, 1, -1), random_state=self._rng, monitor=monitor)
+
+
+class Local(ClusteredStrategy):
+    """Local training, the local baseline of the IFCA, SR-FCA and CLoVE papers, for any model and ClientApp: every
+    client trains its own model alone.
+
+    The estimator :class:`synth.algorithms.baselines.LocalModels` (``local="gd"``) -- ``nets run``'s ``local`` --
+    runs on the server: one ``train`` exchange asks every client for ``local_steps`` steps at ``lr`` from
+    ``initial_arrays`` (one record); client ``i``'s reply is its model, cluster ``i`` of the result (one
+    ``ArrayRecord`` per client that answered, ``cluster-0``, ..., in node order).  ``num_rounds`` is 1 (the one
+    exchange; another value is an error), every client takes part (``fraction_train`` must be 1), and an
+    evaluation (each client scoring its own model) follows it when ``evaluate_every`` is not 0.  A client whose
+    local model did not arrive is removed: it has no cluster (it is not in :attr:`labels` or the assignment) and no
+    model, the others keep the models they sent (``nets flower``'s rule for Local; the round's ``lost`` counts
+    it); ``accept_failures=False`` ends the run instead.
+    """
+
+    algorithm = "Local"
+
+    def __init__(self, *, local_steps: int = 100, lr: float = 0.1, **options):
+        super().__init__(1, local_steps=local_steps, lr=lr, **options)
+        if self.fraction_train != 1.0:
+            raise ValueError(f"fraction_train must be 1 for Local (every client trains its own model once), got "
+                             f"{self.fraction_train!r}")
+
+    def _settings(self) -> dict:
+        return {"local_steps": self.local_steps, "lr": self.lr, "evaluate_every": self.evaluate_every,
+                "accept_failures": self.accept_failures}
+
+    def _check_rounds(self, num_rounds: int | None) -> int:
+        if num_rounds is not None and check_int("num_rounds", num_rounds, low=1) != 1:
+            raise ValueError(f"num_rounds must be 1 for Local (one exchange: each client's local model), got "
+                             f"{num_rounds}; leave it out")
+        return 1
+
+    def _initial_models(self, initial_arrays: ArrayRecord) -> np.ndarray:
+        models = super()._initial_models(initial_arrays)
+        self._start = models[0]  # every client's start (_ClientsBackend._local_start)
+        return models
+
+    def _backend(self, m: int) -> _ClientsBackend:
+        return _LocalBackend(self, m)
+
+    def _estimator(self, m: int, rounds: int, train: dict, starts: np.ndarray, monitor):
+        from synth.algorithms.baselines import LocalModels
+
+        return _LocalFit(LocalModels(local="gd", local_train_steps=train["local-steps"],
+                                     local_step_size=train["lr"]), monitor)
+
+    def _round_extra(self, t: int, runs: list, backend: _ClientsBackend) -> dict:
+        return {}  # no losses are asked: Local has no objective across clients
+
+
+class _LocalBackend(_ClientsBackend):
+    """Local's backend: a local model that did not arrive is the start it was sent (as a lost ``local_update`` row
+    is), not a NaN row, so the estimator's finite-model check holds; :class:`_LocalFit` then removes its client."""
+
+    def local_models(self, method: str = "gd", steps: int = 100, lr: float = 0.1, init=None, clients=None):
+        rows = super().local_models(method, steps, lr, init, clients)
+        if self.lost:
+            rows = self._tensor(self._strategy._numpy(rows))
+            rows[sorted(self.lost)] = self._tensor(self._rows(self._local_start()))
+        return rows
+
+
+class _LocalFit:
+    """:class:`synth.algorithms.baselines.LocalModels`' fit, then its one round's records (the driver's monitor,
+    which LocalModels does not call) without the clients whose local model did not arrive: they are removed (label
+    -1, no model), as ``nets flower``'s Local removes them."""
+
+    def __init__(self, estimator, monitor: Callable[[int, Any, np.ndarray], dict]):
+        self.estimator, self.monitor = estimator, monitor
+
+    def fit(self, backend: _ClientsBackend) -> _LocalFit:
+        res = self.estimator.fit(backend).result_
+        members = np.setdiff1d(np.arange(backend.n_clients), sorted(backend.lost))
+        labels = np.full(backend.n_clients, -1, dtype=np.int64)
+        labels[members] = np.arange(len(members))
+        self.result_ = dataclasses.replace(res, models=np.asarray(res.models)[members], labels=labels,
+                                           n_clusters=len(members))
+        self.monitor(0, self.result_.models, labels)
+        return self
