@@ -179,3 +179,75 @@ def test_monitor_sees_every_runs_round_as_the_records(stacks):
         assert row["labels"] == {nodes[i]: int(c) for i, c in enumerate(seen) if c >= 0}
     with pytest.raises(TypeError, match="monitor must be a function"):
         IFCA(n_clusters=2, monitor=3)
+
+
+# ------------------------------------------------------------------ IFCA's restarts over step sizes
+def full_batch_data(context):
+    """``load_data``'s partitions in one batch each: the clients' local steps are full-batch gradient steps, those
+    of the in-process estimator's backend."""
+    from tests.test_flower_batchnorm import _data
+
+    x, y = _data(int(context.node_config["partition-id"]))
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=len(y))
+    return loader, loader
+
+
+def in_process_backend() -> TorchBackend:
+    """The federation of ``full_batch_data`` in this process (client i: partition i, node i + 1), float32 as the
+    clients' network: what ``nets run`` fits the estimator on."""
+    from tests.test_flower_batchnorm import _data
+
+    parts = [_data(i) for i in range(N_NODES)]
+    return TorchBackend(FunctionalModel(_layers, "ce", dtype=torch.float32),
+                        torch.stack([x for x, _ in parts]), torch.stack([y for _, y in parts]))
+
+
+def drawn_starts(n: int, seed: int = 1) -> np.ndarray:
+    """``n`` starting models of ``_net``'s layout, float32 values (they travel exactly)."""
+    layout = Layout(ArrayRecord(_net().state_dict()))
+    rows = np.random.default_rng(seed).normal(scale=0.5, size=(n, layout.n_params))
+    return rows.astype(np.float32).astype(np.float64)
+
+
+@pytest.mark.parametrize("averaging", ["model", "gradient"])
+def test_ifca_restarts_over_step_sizes_are_the_estimators(averaging):
+    """``step_sizes``: ``n_init`` starts x step sizes, run r from start r // S at step size r % S (IFCA Sec. VI-A,
+    ``nets run``'s ``step_size`` list): the clusters, the run kept, its step size and its models are those of
+    the estimator (:class:`synth.algorithms.ifca.IFCA`) fitted in this process on the same data and starts."""
+    from synth.algorithms.ifca import IFCA as Estimator
+
+    k, n_init, steps, rounds = 2, 2, [0.05, 0.8], 3
+    starts = drawn_starts(n_init * k)
+    layout = Layout(ArrayRecord(_net().state_dict()))
+    grid = InlineGrid(torch_client_app(_net, full_batch_data), N_NODES)
+    s = IFCA(n_clusters=k, n_init=n_init, step_sizes=steps, local_steps=2, averaging=averaging, seed=0,
+             evaluate_every=0)
+    s.start(grid, layout.record(starts), num_rounds=rounds)
+    est = Estimator(n_clusters=k, n_rounds=rounds, step_size=steps, averaging=averaging, local_steps=2,
+                    init=starts.reshape(n_init, k, -1), n_init=n_init, random_state=0).fit(in_process_backend())
+    assert s.best_run == est.result_.extra["best_run"]
+    assert s.best_step_size == steps[s.best_run % len(steps)]
+    np.testing.assert_allclose(s.run_losses, est.result_.extra["run_losses"], rtol=1e-5)
+    assert [s.labels[node] for node in s._federation] == est.labels_.tolist()
+    np.testing.assert_allclose(s.models, est.models_, rtol=0, atol=1e-5)
+    # every round every run's clusters: the monitor's per run, run after run, the estimator's order
+    assert all(len(row["run-labels"][1]) == n_init * len(steps) for row in s.history)
+    if averaging == "model":  # each train message carries run r's step size at index r
+        sent = [m.content["config"]["lr"] for m in grid.sent if m.metadata.message_type == "train"]
+        assert sent and all(list(v) == steps * n_init for v in sent)
+
+
+def test_ifca_step_sizes_are_checked():
+    for bad in ([], [0.1, 0.0], [0.1, float("inf")], [True], "0.1", 0.1, [0.1, "a"]):
+        with pytest.raises(ValueError, match=r"step_sizes must be a non-empty list of finite numbers > 0, got"):
+            IFCA(n_clusters=2, step_sizes=bad)
+    with pytest.raises(ValueError, match="give lr or step_sizes, not both"):
+        IFCA(n_clusters=2, lr=0.1, step_sizes=[0.1, 1.0])
+    with pytest.raises(ValueError, match=r"step_sizes=\[0.1, 1.0\] restarts need client_choice=True"):
+        IFCA(n_clusters=2, client_choice=False, step_sizes=[0.1, 1.0])
+    from flwr.app import ConfigRecord
+
+    s = IFCA(n_clusters=2, step_sizes=[0.1, 1.0])
+    with pytest.raises(ValueError, match=r"train_config\['lr'\] and step_sizes both set"):
+        s.start(InlineGrid(torch_client_app(_net, load_data), N_NODES), ArrayRecord(_net().state_dict()),
+                num_rounds=1, train_config=ConfigRecord({"lr": 0.1}))

@@ -3,7 +3,8 @@
 For your own Flower app (any model, any data):
 
 * :mod:`nets.flower.clustered` -- :class:`IFCA`, :class:`SRFCA`, :class:`CLoVE`: Flower strategies built from the
-  algorithms' hyper-parameters, started with ``strategy.start(grid, initial_arrays=ArrayRecord(...))``;
+  algorithms' hyper-parameters, started with ``strategy.start(grid, initial_arrays=ArrayRecord(...))``, and the
+  papers' baselines on the same driver, :class:`Global` (FedAvg) and :class:`Local`;
 * :mod:`nets.flower.torch_client` -- ``torch_client_app(model_fn, data_fn)``, a ClientApp for them from any
   PyTorch ``nn.Module`` and DataLoaders (the client contract: ``docs/flower-contract.md``);
 * :mod:`nets.flower.inline` -- a Grid that runs a ClientApp in-process (tests, timing).
@@ -45,6 +46,8 @@ from .clustered import (  # noqa: E402
     CLoVE,
     ClusteredResult,
     ClusteredStrategy,
+    Global,
+    Local,
     RoundFailed,
 )
 from .server import run, simulate  # noqa: E402
@@ -60,6 +63,6 @@ from .strategies import (  # noqa: E402
 )
 
 __all__ = ["IFCA", "SRFCA", "STRATEGIES", "CLoVE", "CLoVEStrategy", "ClientContractError",
-           "ClusteredResult", "ClusteredStrategy", "FederatedBackend", "FlowerStrategy", "GlobalStrategy",
-           "IFCAStrategy", "Layout", "LocalStrategy", "RoundFailed", "SRFCAStrategy", "cluster_models",
+           "ClusteredResult", "ClusteredStrategy", "FederatedBackend", "FlowerStrategy", "Global", "GlobalStrategy",
+           "IFCAStrategy", "Layout", "Local", "LocalStrategy", "RoundFailed", "SRFCAStrategy", "cluster_models",
            "cluster_state_dict", "replicate", "run", "simulate", "split_clusters", "stack_clusters", "strategy_for"]

@@ -1,4 +1,5 @@
-"""IFCA, SR-FCA and CLoVE as Flower strategies for any model and any ClientApp that keeps the client contract.
+"""IFCA, SR-FCA and CLoVE as Flower strategies for any model and any ClientApp that keeps the client contract, and
+the papers' baselines, :class:`Global` (FedAvg) and :class:`Local`, on the same driver.
 
 A Flower user builds one of these strategies from the algorithm's hyper-parameters and starts it as any Flower
 strategy::
@@ -56,7 +57,7 @@ import dataclasses
 import re
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from logging import INFO, WARNING
 from typing import Any
 
@@ -82,8 +83,8 @@ from .backend import FederatedBackend
 from .session import RunStopped, StoppableGrid
 
 __all__ = ["ARRAYS", "CLoVE", "CONFIG", "ClientContractError", "ClusteredResult", "ClusteredStrategy", "GRADIENT",
-           "IFCA", "LOSSES", "METRICS", "RoundFailed", "RunStopped", "SRFCA", "auto_threshold", "reply_defect",
-           "stop_running"]
+           "Global", "IFCA", "LOSSES", "Local", "METRICS", "RoundFailed", "RunStopped", "SRFCA", "auto_threshold",
+           "reply_defect", "stop_running"]
 
 # the client contract (docs/flower-contract.md): message types and the keys of their RecordDicts
 TRAIN = MessageType.TRAIN
@@ -304,8 +305,12 @@ class ClusteredStrategy(Strategy):
         log(INFO, "\t└──> %s", ", ".join(f"{k}={v}" for k, v in self._settings().items()))
 
     def _runs(self) -> int:
-        """The runs the estimator fits side by side (IFCA's restarts)."""
+        """The runs the estimator fits side by side (IFCA's restarts: its starts times its step sizes)."""
         return 1
+
+    def _starts(self) -> int:
+        """The runs' distinct starts (IFCA's ``n_init``: each is run once per step size)."""
+        return self._runs()
 
     def _backend(self, m: int) -> _ClientsBackend:
         raise NotImplementedError
@@ -360,7 +365,7 @@ class ClusteredStrategy(Strategy):
         try:
             nodes = self._connect(grid)
             backend = self._backend(len(nodes))
-            self.models = starts[:len(starts) // R]
+            self.models = starts[:len(starts) // self._starts()]  # the first run's models (round 0)
             self._evaluate_round(0, result, evaluate_config, evaluate_fn, federated=False)
             runs: list[tuple[np.ndarray, np.ndarray]] = []
 
@@ -490,12 +495,12 @@ class ClusteredStrategy(Strategy):
         if not records:
             Layout(initial_arrays)  # the error of an empty record
         self.layout = Layout(records[0])
-        self._check_memory(k)
+        self._check_memory(k * self._runs() // self._starts())  # every run's models (IFCA: starts x step sizes)
         for j, record in enumerate(records):
             _check_finite(self.layout, self.layout.flatten(record),
                           "initial_arrays" + (f" (cluster model {j})" if len(records) > 1 else ""))
         if self.init is not None:  # the seed's starts (nets run's): each run's k models in turn
-            R = self._runs()
+            R = self._starts()
             if self.stacks.n_params != self.layout.n_params:
                 raise ValueError(f"stacks hold models of {self.stacks.n_params} parameters; the model has "
                                  f"{self.layout.n_params} (initial_arrays)")
@@ -686,6 +691,10 @@ class ClusteredStrategy(Strategy):
         has them."""
         return {"local-steps": self.local_steps, "lr": self.lr}
 
+    def _run_step_sizes(self) -> list[float]:
+        """Each run's clients' step size (before ``lr_decay``): ``train_config``'s ``lr``, else the strategy's."""
+        return [float({**self._train_defaults(), **self._train_config}["lr"])] * self._runs()
+
     def _begin_round(self, t: int) -> None:
         """The estimator starts round ``t``: its clients asked, lost and their valid training replies."""
         self._round_asked: set[int] = set()
@@ -783,6 +792,15 @@ class ClusteredStrategy(Strategy):
                                                       self.labels, self.partitions))
             if metrics is not None:
                 result.evaluate_metrics_serverapp[rnd] = metrics
+
+def _check_step_sizes(step_sizes) -> tuple[float, ...]:
+    """IFCA's step sizes to restart over: a non-empty list of finite numbers > 0 (ValueError in one line)."""
+    items = list(step_sizes) if isinstance(step_sizes, (list, tuple, np.ndarray)) else None
+    if not items or any(isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number))
+                        or not np.isfinite(v) or v <= 0 for v in items):
+        raise ValueError(f"step_sizes must be a non-empty list of finite numbers > 0, got {step_sizes!r}")
+    return tuple(float(v) for v in items)
+
 
 def _check_train_config(config: ConfigRecord | None) -> None:
     """``train_config``'s ``lr`` (a finite number > 0) and ``local-steps`` (an integer >= 0), which override the
@@ -961,10 +979,12 @@ class _ClientsBackend(FederatedBackend):
             self._chose = True
             M = self._rows(models)
             strategy = self._strategy
-            lr = {**strategy._train_defaults(), **strategy._train_config}["lr"]
-            # the round's step size (lr_decay), as local_update's train messages carry it
-            each = [{"lr": float(lr * self.lr_decay ** self._round)}] * len(idx) if self.choose == TRAIN and \
-                self.lr_decay != 1.0 else None
+            lrs = strategy._run_step_sizes()
+            # the round's step size (lr_decay), as local_update's train messages carry it; several step sizes
+            # (IFCA's restarts over step sizes): run r's, a list of one per run
+            decayed = [float(v * self.lr_decay ** self._round) for v in lrs]
+            each = [{"lr": decayed[0] if len(set(lrs)) == 1 else decayed}] * len(idx) if self.choose == TRAIN and (
+                self.lr_decay != 1.0 or len(set(lrs)) > 1) else None
             ans = self._ask(self.choose, idx, {}, common=M, runs=self.runs, each=each)
             L = ans.table("losses", len(M))
             rows = ans.stack(self.runs, self.n_params, np.float64)
@@ -1052,6 +1072,15 @@ class IFCA(ClusteredStrategy):
     ``query.losses`` picks the run of lowest total loss (the estimator's rule), whose ``k`` models the last
     evaluation and the result hold (:attr:`best_run`, :attr:`run_losses`).  Needs ``client_choice=True``.
 
+    ``step_sizes``: IFCA's restarts over step sizes (Sec. VI-A tries {0.01, 0.1, 1} for k = 2 and {0.5, 1, 2} for
+    k = 4; ``nets run``'s ``step_size`` list), in place of ``lr``: each of the ``n_init`` starts is run once per
+    step size, side by side, ``n_init * len(step_sizes)`` runs in all, run ``r`` from start ``r // S`` at step size
+    ``step_sizes[r % S]`` (``S = len(step_sizes)``, the estimator's order), and the run of lowest total loss is
+    kept as above (:attr:`best_step_size`).  With several step sizes a ``train`` message's ``config["lr"]`` is a
+    list, run ``r``'s step size at index ``r`` (after ``lr_decay``); with ``averaging="gradient"`` the server
+    steps each run by its own.  Needs ``client_choice=True`` when there are several runs; a ``train_config``
+    ``lr`` is refused with it (both would set the step size).
+
     ``client_choice=True`` (default): one message per client per round.  The ``train`` (or ``query.gradient``)
     message carries every cluster model and ``config["choose"] = "lowest-loss"``; the client computes the
     losses, trains (or differentiates at) its lowest-loss model and returns it with ``metrics["losses"]`` and
@@ -1068,7 +1097,12 @@ class IFCA(ClusteredStrategy):
     algorithm = "IFCA"
 
     def __init__(self, n_clusters: int, *, averaging: str = "model", client_choice: bool = True,
-                 n_init: int | None = None, **options):
+                 n_init: int | None = None, step_sizes: Sequence[float] | None = None, **options):
+        self.step_sizes = None if step_sizes is None else _check_step_sizes(step_sizes)
+        if self.step_sizes is not None and "lr" in options:
+            raise ValueError(f"give lr or step_sizes, not both (lr={options['lr']!r}, step_sizes={step_sizes!r})")
+        if self.step_sizes is not None:
+            options["lr"] = self.step_sizes[0]  # the message's lr where one step size is sent
         super().__init__(n_clusters, averaging=averaging, **options)
         if not isinstance(client_choice, bool):
             raise TypeError(f"client_choice must be True or False, got {client_choice!r}")
@@ -1080,11 +1114,32 @@ class IFCA(ClusteredStrategy):
         if self.n_init > 1 and not client_choice:
             raise ValueError(f"n_init={n_init} restarts need client_choice=True (each client trains its model of "
                              "every run from one message)")
+        if self.step_sizes is not None and len(self.step_sizes) > 1 and not client_choice:
+            raise ValueError(f"step_sizes={list(self.step_sizes)} restarts need client_choice=True (each client "
+                             "trains its model of every run from one message)")
         self.best_run: int | None = None
+        self.best_step_size: float | None = None
         self.run_losses: np.ndarray | None = None
 
     def _settings(self) -> dict:
-        return {"client_choice": self.client_choice, "n_init": self.n_init, **super()._settings()}
+        return {"client_choice": self.client_choice, "n_init": self.n_init,
+                **({"step_sizes": list(self.step_sizes)} if self.step_sizes is not None else {}),
+                **super()._settings()}
+
+    def _n_steps(self) -> int:
+        return 1 if self.step_sizes is None else len(self.step_sizes)
+
+    def _begin(self, initial_arrays: ArrayRecord, num_rounds: int, timeout: float,
+               train_config: ConfigRecord | None) -> dict:
+        if self.step_sizes is not None and train_config is not None and "lr" in train_config:
+            raise ValueError(f"train_config['lr'] and step_sizes both set the clients' step size; give one "
+                             f"(step_sizes={list(self.step_sizes)})")
+        return super()._begin(initial_arrays, num_rounds, timeout, train_config)
+
+    def _run_step_sizes(self) -> list[float]:
+        if self.step_sizes is None:
+            return super()._run_step_sizes()
+        return [float(v) for v in np.tile(self.step_sizes, self.n_init)]  # run r: step_sizes[r % S]
 
     def _n_models(self) -> int:
         return self.n_clusters * self.n_init
@@ -1096,25 +1151,30 @@ class IFCA(ClusteredStrategy):
         return super()._initial_models(initial_arrays)
 
     def _runs(self) -> int:
+        return self.n_init * self._n_steps()
+
+    def _starts(self) -> int:
         return self.n_init
 
     def _backend(self, m: int) -> _ClientsBackend:
         kind = GRADIENT if self.averaging == "gradient" else TRAIN
-        return _ClientsBackend(self, m, kind if self.client_choice else None, self.n_init)
+        return _ClientsBackend(self, m, kind if self.client_choice else None, self._runs())
 
     def _estimator(self, m: int, rounds: int, train: dict, starts: np.ndarray, monitor):
         from synth.algorithms.ifca import IFCA as Estimator
 
-        return Estimator(n_clusters=self.n_clusters, n_rounds=rounds, step_size=train["lr"], averaging=self.averaging,
+        step = train["lr"] if self.step_sizes is None else list(self.step_sizes)
+        return Estimator(n_clusters=self.n_clusters, n_rounds=rounds, step_size=step, averaging=self.averaging,
                          local_steps=train["local-steps"], participation=self._participation(m),
                          init=starts.reshape(self.n_init, self.n_clusters, -1), n_init=self.n_init,
                          random_state=self._rng, monitor=monitor)
 
     def _fitted(self, est, nodes: list[int]) -> None:
         super()._fitted(est, nodes)
-        if self.n_init > 1:
+        if self._runs() > 1:
             extra = est.result_.extra
             self.best_run, self.run_losses = int(extra["best_run"]), np.asarray(extra["run_losses"])
+            self.best_step_size = float(extra["run_step_sizes"][self.best_run])
 
 
 class CLoVE(ClusteredStrategy):
@@ -1298,3 +1358,117 @@ class SRFCA(ClusteredStrategy):
     def _fitted(self, est, nodes: list[int]) -> None:
         super()._fitted(est, nodes)
         self.status = str(est.result_.extra.get("status", "ok"))
+
+
+class Global(IFCA):
+    """FedAvg (McMahan et al. 2017), the global-model baseline of the IFCA, SR-FCA and CLoVE papers, for any model
+    and ClientApp: one model for every client, IFCA's ``k = 1`` case.
+
+    The estimator :class:`synth.algorithms.baselines.GlobalModel` -- ``nets run``'s ``global`` -- runs on the server
+    as :class:`IFCA`'s does (same driver, messages and faults, ``n_clusters=1``, ``n_init=1``): each round the
+    sampled clients train the model (``averaging="model"``: it becomes the plain mean of their models) or return
+    their gradient at it (``"gradient"``: it steps by ``lr / |M_t|`` times their sum); with ``client_choice=True``
+    (default) one ``train`` (or ``query.gradient``) message per client and round carries it with
+    ``choose="lowest-loss"`` and the reply adds its loss (the estimator's objective), ``False`` asks
+    ``query.losses`` first.  A lost client leaves the round (the model is the mean of the updates that arrived).
+    ``step_sizes``: restarts over step sizes as :class:`IFCA`'s (one start, ``len(step_sizes)`` runs, the run of
+    lowest total loss kept).  ``initial_arrays``: the model's record.  The result holds one cluster, ``cluster-0``,
+    with every client that answered the final ``query.losses`` assigned to it.
+    """
+
+    algorithm = "FedAvg"
+
+    def __init__(self, *, averaging: str = "model", client_choice: bool = True,
+                 step_sizes: Sequence[float] | None = None, **options):
+        super().__init__(1, averaging=averaging, client_choice=client_choice, n_init=1, step_sizes=step_sizes,
+                         **options)
+
+    def _estimator(self, m: int, rounds: int, train: dict, starts: np.ndarray, monitor):
+        from synth.algorithms.baselines import GlobalModel
+
+        step = train["lr"] if self.step_sizes is None else list(self.step_sizes)
+        return GlobalModel(n_rounds=rounds, step_size=step, averaging=self.averaging,
+                           local_steps=train["local-steps"], participation=self._participation(m),
+                           init=starts.reshape(1, 1, -1), random_state=self._rng, monitor=monitor)
+
+
+class Local(ClusteredStrategy):
+    """Local training, the local baseline of the IFCA, SR-FCA and CLoVE papers, for any model and ClientApp: every
+    client trains its own model alone.
+
+    The estimator :class:`synth.algorithms.baselines.LocalModels` (``local="gd"``) -- ``nets run``'s ``local`` --
+    runs on the server: one ``train`` exchange asks every client for ``local_steps`` steps at ``lr`` from
+    ``initial_arrays`` (one record); client ``i``'s reply is its model, cluster ``i`` of the result (one
+    ``ArrayRecord`` per client that answered, ``cluster-0``, ..., in node order).  ``num_rounds`` is 1 (the one
+    exchange; another value is an error), every client takes part (``fraction_train`` must be 1), and an
+    evaluation (each client scoring its own model) follows it when ``evaluate_every`` is not 0.  A client whose
+    local model did not arrive is removed: it has no cluster (it is not in :attr:`labels` or the assignment) and no
+    model, the others keep the models they sent (``nets flower``'s rule for Local; the round's ``lost`` counts
+    it); ``accept_failures=False`` ends the run instead.
+    """
+
+    algorithm = "Local"
+
+    def __init__(self, *, local_steps: int = 100, lr: float = 0.1, **options):
+        super().__init__(1, local_steps=local_steps, lr=lr, **options)
+        if self.fraction_train != 1.0:
+            raise ValueError(f"fraction_train must be 1 for Local (every client trains its own model once), got "
+                             f"{self.fraction_train!r}")
+
+    def _settings(self) -> dict:
+        return {"local_steps": self.local_steps, "lr": self.lr, "evaluate_every": self.evaluate_every,
+                "accept_failures": self.accept_failures}
+
+    def _check_rounds(self, num_rounds: int | None) -> int:
+        if num_rounds is not None and check_int("num_rounds", num_rounds, low=1) != 1:
+            raise ValueError(f"num_rounds must be 1 for Local (one exchange: each client's local model), got "
+                             f"{num_rounds}; leave it out")
+        return 1
+
+    def _initial_models(self, initial_arrays: ArrayRecord) -> np.ndarray:
+        models = super()._initial_models(initial_arrays)
+        self._start = models[0]  # every client's start (_ClientsBackend._local_start)
+        return models
+
+    def _backend(self, m: int) -> _ClientsBackend:
+        return _LocalBackend(self, m)
+
+    def _estimator(self, m: int, rounds: int, train: dict, starts: np.ndarray, monitor):
+        from synth.algorithms.baselines import LocalModels
+
+        return _LocalFit(LocalModels(local="gd", local_train_steps=train["local-steps"],
+                                     local_step_size=train["lr"]), monitor)
+
+    def _round_extra(self, t: int, runs: list, backend: _ClientsBackend) -> dict:
+        return {}  # no losses are asked: Local has no objective across clients
+
+
+class _LocalBackend(_ClientsBackend):
+    """Local's backend: a local model that did not arrive is the start it was sent (as a lost ``local_update`` row
+    is), not a NaN row, so the estimator's finite-model check holds; :class:`_LocalFit` then removes its client."""
+
+    def local_models(self, method: str = "gd", steps: int = 100, lr: float = 0.1, init=None, clients=None):
+        rows = super().local_models(method, steps, lr, init, clients)
+        if self.lost:
+            rows = self._tensor(self._strategy._numpy(rows))
+            rows[sorted(self.lost)] = self._tensor(self._rows(self._local_start()))
+        return rows
+
+
+class _LocalFit:
+    """:class:`synth.algorithms.baselines.LocalModels`' fit, then its one round's records (the driver's monitor,
+    which LocalModels does not call) without the clients whose local model did not arrive: they are removed (label
+    -1, no model), as ``nets flower``'s Local removes them."""
+
+    def __init__(self, estimator, monitor: Callable[[int, Any, np.ndarray], dict]):
+        self.estimator, self.monitor = estimator, monitor
+
+    def fit(self, backend: _ClientsBackend) -> _LocalFit:
+        res = self.estimator.fit(backend).result_
+        members = np.setdiff1d(np.arange(backend.n_clients), sorted(backend.lost))
+        labels = np.full(backend.n_clients, -1, dtype=np.int64)
+        labels[members] = np.arange(len(members))
+        self.result_ = dataclasses.replace(res, models=np.asarray(res.models)[members], labels=labels,
+                                           n_clusters=len(members))
+        self.monitor(0, self.result_.models, labels)
+        return self

@@ -15,7 +15,8 @@ answers the messages of :mod:`nets.flower.clustered`:
   training loss (IFCA's cluster identity; the first of equal ones, NaN as +inf) is the one trained or
   differentiated, and the reply adds ``losses`` (every model's) and ``cluster`` (its index); with
   ``config["runs"] = R`` (IFCA's restarts) the models are R runs of k, one model is chosen and trained per run,
-  and the reply holds the R results stacked (``cluster{r}/...``) and ``cluster`` as R indices;
+  and the reply holds the R results stacked (``cluster{r}/...``) and ``cluster`` as R indices; ``config["lr"]``
+  may then be a list of R step sizes, run r's at index r (IFCA's restarts over step sizes);
 * ``evaluate``: test loss and accuracy (classification) of the model sent; with ``choose="lowest-loss"`` and several
   models sent, those of the model of lowest test loss (IFCA's min-loss evaluation rule), ``cluster`` its index;
 * ``query.gradient`` without ``choose`` and with several models sent: the gradient at each, stacked;
@@ -157,10 +158,14 @@ def _build(token: str, model_fn, data_fn, options: dict) -> ClientApp:
         model, train, _, facts = setup(context)
         config = message.content[CONFIG] if CONFIG in message.content else {}
         steps = int(config.get("local-steps", local_steps))
-        step_size = float(config.get("lr", lr))
+        given = config.get("lr", lr)
         records, choice = chosen(message, model, train, config)
+        # one step size, or (IFCA's restarts over step sizes) a list of one per run
+        step_sizes = [float(v) for v in given] if isinstance(given, list) else [float(given)] * len(records)
+        if len(step_sizes) != len(records):
+            raise ValueError(f"config['lr'] holds {len(step_sizes)} step sizes for {len(records)} runs")
         trained, seen = [], 0.0
-        for record in records:  # one model, or one per IFCA restart
+        for record, step_size in zip(records, step_sizes, strict=True):  # one model, or one per IFCA restart
             load(model, record).train()
             optimizer = optimizer_fn(model.parameters(), step_size)
             batches = train.steps() if "order" not in config else train.ordered(config["order"],
