@@ -19,7 +19,10 @@ The three strategies share the exchange (:meth:`ClusteredStrategy._engine_exchan
 the reply check :func:`reply_defect` -- a malformed or non-finite reply loses its client -- and lost clients), the
 result records and the driver (:meth:`ClusteredStrategy.start`).  ``nets flower``'s strategies
 (:mod:`nets.flower.strategies`) send their messages through the same exchange and check the form of the replies
-(a non-finite model or loss is the estimator's to judge there, as in ``nets run``).
+(a non-finite model or loss is the estimator's to judge there, as in ``nets run``).  The driver, its exchange,
+the reply checks, the backend over the user's clients (:class:`_ClientsBackend`, which calls back into the
+exchange) and the five front-ends are one module of over 1,000 lines because each piece reaches into the driver's
+state; ``nets flower``'s own driver (``FlowerStrategy._run``) still stands beside this one (issue #55).
 
 Each algorithm exists once, in :mod:`synth.algorithms`: IFCA (IFCA journal Alg. 2), CLoVE (Alg. 1) and SR-FCA
 (Alg. 1-4) are the estimators themselves, :class:`synth.algorithms.ifca.IFCA`, :class:`synth.algorithms.clove.CLoVE`
