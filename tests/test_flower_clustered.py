@@ -287,7 +287,7 @@ def test_ifca_restarts_keep_the_run_of_lowest_total_loss(averaging):
     want = np.mean([((final[by_part[p]] - TWO_GROUPS[p]) ** 2).sum() for p in range(4)])
     assert abs(result.evaluate_metrics_clientapp[3]["eval-loss"] - want) < 1e-12
     with pytest.raises(ValueError, match="client_choice=True"):
-        IFCA(n_clusters=2, n_init=2, client_choice=False)
+        IFCA(n_clusters=2, n_init=2, client_choice=False, averaging="gradient")
     with pytest.raises(ValueError, match="n_init"):
         IFCA(n_clusters=2, n_init=0)
 

@@ -99,8 +99,9 @@ def test_actors_are_capped_by_memory(capsys, monkeypatch, no_ray):
 
 
 def test_run_without_answers_fails_in_one_line(capsys, monkeypatch):
-    """``--timeout 1e-3``: no client answers any exchange; exit 1, one line counting the answers per round; the
-    record (kept for the test) claims no ARI for a clustering in which no client is assigned."""
+    """``--timeout 1e-3``: no client answers any exchange; exit 1, one line counting the answers per round (round 2:
+    the final assignment's ``query.losses`` after the last round); the record (kept for the test) claims no ARI for
+    a clustering in which no client is assigned."""
     import nets.flower.server as server
 
     records = []
@@ -108,11 +109,11 @@ def test_run_without_answers_fails_in_one_line(capsys, monkeypatch):
     monkeypatch.setattr(server, "run", lambda *a, **k: records.append(real(*a, **k)) or records[-1])
     code, err = _line(["flower", *SMALL, "--rounds", "2", "--timeout", "1e-3", "--json"], capsys)
     assert code == 1, err
-    assert "no client answered in 3 of 3 rounds and tests" in err and "rounds 0-1: 0 of 4, test: 0 of 4" in err
+    assert "no client answered in 4 of 4 rounds and tests" in err and "rounds 0-2: 0 of 4, test: 0 of 4" in err
     record = records[0]
     assert record["unassigned"] == 4 and record["test_accuracy"] is None
     assert record["ari"] is None  # 4 clients in 4 true clusters: unassigned singletons would score 1.0
-    assert record["flower"]["rounds_without_answers"] == [0, 1, "test"]
+    assert record["flower"]["rounds_without_answers"] == [0, 1, 2, "test"]
 
 
 # ---------------------------------------------------------------------------------------------- signals, leftovers

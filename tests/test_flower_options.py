@@ -209,11 +209,12 @@ def drawn_starts(n: int, seed: int = 1) -> np.ndarray:
     return rows.astype(np.float32).astype(np.float64)
 
 
-@pytest.mark.parametrize("averaging", ["model", "gradient"])
-def test_ifca_restarts_over_step_sizes_are_the_estimators(averaging):
+@pytest.mark.parametrize("averaging, client_choice", [("model", True), ("model", False), ("gradient", True)])
+def test_ifca_restarts_over_step_sizes_are_the_estimators(averaging, client_choice):
     """``step_sizes``: ``n_init`` starts x step sizes, run r from start r // S at step size r % S (IFCA Sec. VI-A,
     ``nets run``'s ``step_size`` list): the clusters, the run kept, its step size and its models are those of
-    the estimator (:class:`synth.algorithms.ifca.IFCA`) fitted in this process on the same data and starts."""
+    the estimator (:class:`synth.algorithms.ifca.IFCA`) fitted in this process on the same data and starts,
+    whether each client trains its model of every run from one message or the server sends each run's."""
     from synth.algorithms.ifca import IFCA as Estimator
 
     k, n_init, steps, rounds = 2, 2, [0.05, 0.8], 3
@@ -221,7 +222,7 @@ def test_ifca_restarts_over_step_sizes_are_the_estimators(averaging):
     layout = Layout(ArrayRecord(_net().state_dict()))
     grid = InlineGrid(torch_client_app(_net, full_batch_data), N_NODES)
     s = IFCA(n_clusters=k, n_init=n_init, step_sizes=steps, local_steps=2, averaging=averaging, seed=0,
-             evaluate_every=0)
+             evaluate_every=0, client_choice=client_choice)
     s.start(grid, layout.record(starts), num_rounds=rounds)
     est = Estimator(n_clusters=k, n_rounds=rounds, step_size=steps, averaging=averaging, local_steps=2,
                     init=starts.reshape(n_init, k, -1), n_init=n_init, random_state=0).fit(in_process_backend())
@@ -232,9 +233,50 @@ def test_ifca_restarts_over_step_sizes_are_the_estimators(averaging):
     np.testing.assert_allclose(s.models, est.models_, rtol=0, atol=1e-5)
     # every round every run's clusters: the monitor's per run, run after run, the estimator's order
     assert all(len(row["run-labels"][1]) == n_init * len(steps) for row in s.history)
-    if averaging == "model":  # each train message carries run r's step size at index r
-        sent = [m.content["config"]["lr"] for m in grid.sent if m.metadata.message_type == "train"]
+    sent = [m.content["config"]["lr"] for m in grid.sent if m.metadata.message_type == "train"]
+    if averaging == "model" and client_choice:  # each train message carries run r's step size at index r
         assert sent and all(list(v) == steps * n_init for v in sent)
+    elif averaging == "model":  # one train exchange per run and round, at that run's step size
+        assert len(sent) == rounds * n_init * len(steps) * N_NODES
+        assert sent == [steps[r % len(steps)] for _ in range(rounds) for r in range(n_init * len(steps))
+                        for _ in range(N_NODES)]
+
+
+def test_estimator_params_reach_the_estimator():
+    """``estimator_params``: a hyper-parameter of the estimator the strategy has no option for (here IFCA's
+    ``participation``, over ``fraction_train``'s) is the estimator's: the clusters and models of the estimator
+    fitted in process with it, half the clients asked each round."""
+    from synth.algorithms.ifca import IFCA as Estimator
+
+    starts = drawn_starts(2)
+    layout = Layout(ArrayRecord(_net().state_dict()))
+    grid = InlineGrid(torch_client_app(_net, full_batch_data), N_NODES)
+    s = IFCA(n_clusters=2, n_init=1, local_steps=2, lr=0.3, seed=0, evaluate_every=0,
+             estimator_params={"participation": 0.5})
+    s.start(grid, layout.record(starts), num_rounds=3)
+    est = Estimator(n_clusters=2, n_rounds=3, step_size=0.3, averaging="model", local_steps=2,
+                    init=starts.reshape(1, 2, -1), participation=0.5, random_state=0).fit(in_process_backend())
+    assert [s.labels.get(node, -1) for node in s._federation] == est.labels_.tolist()
+    np.testing.assert_allclose(s.models, est.models_, rtol=0, atol=1e-5)
+    trains = [m for m in grid.sent if m.metadata.message_type == "train"]
+    assert len(trains) == 3 * round(0.5 * N_NODES)
+
+
+def test_estimator_params_are_checked():
+    """A name the driver runs on is refused at construction, naming the option that sets it; a name the estimator
+    does not declare is refused at start, before any message."""
+    with pytest.raises(ValueError, match=r"estimator_params may not set 'n_init': .* \(its own option sets it: "
+                                         r"n_init\)"):
+        IFCA(n_clusters=2, estimator_params={"n_init": 3})
+    with pytest.raises(ValueError, match=r"may not set 'random_state'.*seed"):
+        CLoVE(n_clusters=2, estimator_params={"random_state": 1})
+    with pytest.raises(TypeError, match="estimator_params must be a dict"):
+        SRFCA(threshold=1.0, estimator_params=[("beta", 0.2)])
+    grid = InlineGrid(torch_client_app(_net, full_batch_data), N_NODES)
+    with pytest.raises(ValueError, match=r"CLoVE has no hyper-parameter 'clusterng' \(did you mean 'clustering'"):
+        CLoVE(n_clusters=2, estimator_params={"clusterng": "agglomerative"}).start(
+            grid, ArrayRecord(_net().state_dict()), num_rounds=1)
+    assert not [m for m in grid.sent if m.metadata.message_type != "query.losses"]
 
 
 def test_ifca_step_sizes_are_checked():
@@ -243,8 +285,9 @@ def test_ifca_step_sizes_are_checked():
             IFCA(n_clusters=2, step_sizes=bad)
     with pytest.raises(ValueError, match="give lr or step_sizes, not both"):
         IFCA(n_clusters=2, lr=0.1, step_sizes=[0.1, 1.0])
-    with pytest.raises(ValueError, match=r"step_sizes=\[0.1, 1.0\] restarts need client_choice=True"):
-        IFCA(n_clusters=2, client_choice=False, step_sizes=[0.1, 1.0])
+    with pytest.raises(ValueError, match=r"step_sizes=\[0.1, 1.0\] restarts with gradient averaging need "
+                       "client_choice=True"):
+        IFCA(n_clusters=2, client_choice=False, step_sizes=[0.1, 1.0], averaging="gradient")
     from flwr.app import ConfigRecord
 
     s = IFCA(n_clusters=2, step_sizes=[0.1, 1.0])

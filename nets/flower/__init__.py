@@ -11,19 +11,18 @@ For your own Flower app (any model, any data):
 
 For ``nets flower`` (cflab's data sets and networks, records identical to ``nets run``):
 
-* :mod:`nets.flower.strategies` -- Flower strategies (``flwr.serverapp.strategy.Strategy``) for IFCA, SR-FCA,
-  CLoVE, FedAvg (``global``) and Local; each runs the algorithm of :mod:`synth.algorithms` unchanged on a
-  :class:`~nets.flower.backend.FederatedBackend`, whose operations on client data are Flower message exchanges.
+* :mod:`nets.flower.strategies` -- the strategies above built from ``nets run``'s parameters (IFCA, SR-FCA,
+  CLoVE, FedAvg as ``global``, Local), with ``nets run``'s estimator, starts and minibatch order, and its record.
 * :mod:`nets.flower.client` -- the ``ClientApp``: :func:`~nets.flower.torch_client.torch_client_app` over one
   cflab client (its partition of :mod:`nets.partition`, cflab's torch network) per SuperNode, answering the same
   client contract as a user's app.
 * :mod:`nets.flower.server` -- the ``ServerApp`` of ``flwr run`` and :func:`simulate`, which runs strategies
   under ``flwr.simulation.run_simulation`` (``python -m nets flower``).
 
-Both run the same estimators of :mod:`synth.algorithms` on a :class:`~nets.flower.backend.FederatedBackend` (the
-public strategies on the user's model layout, :class:`nets.flower.clustered.ClusteredStrategy`), and share the
-client contract's reply check (:func:`~nets.flower.clustered.reply_defect`), the stop-aware grid
-(:class:`~nets.flower.session.StoppableGrid`) and the form of ``Result.arrays``
+One driver runs both (:meth:`nets.flower.clustered.ClusteredStrategy.start`): the estimators of
+:mod:`synth.algorithms` on a :class:`~nets.flower.backend.FederatedBackend` whose operations on client data are
+Flower message exchanges, with one reply check (:func:`~nets.flower.clustered.reply_defect`), one stop-aware grid
+(:class:`~nets.flower.session.StoppableGrid`) and one form of ``Result.arrays``
 (:func:`~nets.flower.arrays.cluster_models`).
 
 The JSON record of a Flower run is that of ``nets run`` (same keys and, for the same settings, the same

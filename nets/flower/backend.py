@@ -17,10 +17,13 @@ without them: their loss rows are NaN and the algorithm drops them from the roun
 (:func:`synth.algorithms.common.answered`: IFCA journal Alg. 2's ``M_t``, CLoVE Alg. 1's ``M^(t)``); a client
 lost after it answered the round's losses leaves the round's aggregate: its cluster's model is the average of the
 updates that arrived (the model stays where it was only when none of its clients' updates did;
-:meth:`FederatedBackend.combine`), and its gradient counts as zero.  SR-FCA resumes as
-:class:`synth.algorithms.srfca.SRFCA` does on any backend with ``lost`` (a lost client's local model or gradient
-row leaves ONE_SHOT's graph or that TrimmedMeanGD step); a local model that did not arrive is a NaN row (Local's
-strategy removes its client, :mod:`nets.flower.strategies`).
+:meth:`FederatedBackend.combine`).  SR-FCA resumes as :class:`synth.algorithms.srfca.SRFCA` does on any backend
+with ``lost`` (a lost client's local model or gradient row leaves ONE_SHOT's graph or that TrimmedMeanGD step); a
+local model that did not arrive is a NaN row.
+
+The gradients of several clients at their models (``weighted_gradients``) and the local models' start
+(``_local_start``) are the subclass's: :class:`nets.flower.clustered._ClientsBackend`, the public strategies'
+backend (a client lost there leaves the round's weights, which the others' keep).
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ class FederatedBackend:
     ----------
     exchange : ``exchange(action, clients, config, *, common=None, rows=None, each=None) -> Answers``: sends
         one message per client (indices into the federation) and collects the answers
-        (:meth:`nets.flower.strategies.FlowerStrategy.exchange`).
+        (:meth:`nets.flower.clustered.ClusteredStrategy._engine_exchange`).
     stacks : a :class:`~nets.backend.TorchBackend` of the run's network and precision, for the operations on
         model stacks (it holds no client data and is never asked for losses or gradients).
     n_samples : ``(m,)`` training samples of each client (reported by the clients).
@@ -165,26 +168,6 @@ class FederatedBackend:
         ans = self._ask("query.gradient", idx, {}, rows=[M[j:j + 1] for j in labels])
         return self._tensor(np.nan_to_num(ans.stack(1, self.n_params, M.dtype)[:, 0], nan=0.0))
 
-    def weighted_gradients(self, models, weights, clients=None) -> torch.Tensor:
-        """``G[j] = sum_i weights[i, j] grad f_i(models[j])``: ``(M, P)``; lost clients contribute nothing."""
-        idx = self._index(clients)
-        M = self._rows(models)
-        W = np.asarray(weights, dtype=np.float64)
-        if W.shape != (len(idx), len(M)):
-            raise ValueError(f"weights must have shape ({len(idx)}, {len(M)}), got {W.shape}")
-        G = torch.zeros((len(M), self.n_params), dtype=self._stacks.dtype, device=self._stacks.device)
-        ask = np.flatnonzero(W.any(1))  # clients with a weight on some model
-        if not len(ask):
-            return G
-        cols = [np.flatnonzero(W[a]) for a in ask]
-        ans = self._ask("query.gradient", idx[ask], {}, rows=[M[c] for c in cols])
-        ok = np.flatnonzero(ans.answered)
-        pos = np.concatenate([np.full(len(cols[a]), a) for a in ok]) if len(ok) else np.zeros(0, np.int64)
-        js = np.concatenate([cols[a] for a in ok]) if len(ok) else np.zeros(0, np.int64)
-        grads = np.concatenate([ans.rows[a, :len(cols[a])] for a in ok]) if len(ok) else np.zeros((0, self.n_params))
-        w = self._tensor(W[ask[pos], js])[:, None]
-        return G.index_add_(0, torch.as_tensor(js, device=G.device), w * self._tensor(grads))
-
     def losses_and_weighted_gradients(self, models, choose, clients=None):
         """``losses``, then ``weights = choose(losses, rows)``, then ``weighted_gradients`` (two exchanges)."""
         L = self.losses(models, clients)
@@ -253,10 +236,6 @@ class FederatedBackend:
         ans = self._ask("train", idx, {"local-steps": steps}, rows=[start[a:a + 1] for a in idx],
                         each=self._training(idx, steps, np.full(len(idx), lr)))
         return self._tensor(ans.stack(1, self.n_params, self._np_dtype)[:, 0])
-
-    def _local_start(self):
-        """The local models' shared start: the torch backend's network initialised under the run's seed."""
-        return self._stacks.model.init(self.seed)[None]
 
     # ------------------------------------------------------------- data regimes
     def at_round(self, t: int):

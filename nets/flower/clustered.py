@@ -18,11 +18,10 @@ ClientApp from any PyTorch ``nn.Module`` and DataLoaders.
 The three strategies share the exchange (:meth:`ClusteredStrategy._engine_exchange`: the contract's messages,
 the reply check :func:`reply_defect` -- a malformed or non-finite reply loses its client -- and lost clients), the
 result records and the driver (:meth:`ClusteredStrategy.start`).  ``nets flower``'s strategies
-(:mod:`nets.flower.strategies`) send their messages through the same exchange and check the form of the replies
-(a non-finite model or loss is the estimator's to judge there, as in ``nets run``).  The driver, its exchange,
-the reply checks, the backend over the user's clients (:class:`_ClientsBackend`, which calls back into the
-exchange) and the five front-ends are one module of over 1,000 lines because each piece reaches into the driver's
-state; ``nets flower``'s own driver (``FlowerStrategy._run``) still stands beside this one (issue #55).
+(:mod:`nets.flower.strategies`) are these strategies, built from ``nets run``'s parameters.  The driver, its
+exchange, the reply checks, the backend over the user's clients (:class:`_ClientsBackend`, which calls back into
+the exchange) and the five front-ends are one module of over 1,000 lines because each piece reaches into the
+driver's state.
 
 Each algorithm exists once, in :mod:`synth.algorithms`: IFCA (IFCA journal Alg. 2), CLoVE (Alg. 1) and SR-FCA
 (Alg. 1-4) are the estimators themselves, :class:`synth.algorithms.ifca.IFCA`, :class:`synth.algorithms.clove.CLoVE`
@@ -102,6 +101,11 @@ CHOOSE_LOWEST = "lowest-loss"  # config["choose"]: the client trains its lowest-
 # rotations, two clients each) one start separates the groups on 2 of 5 seeds, 5 restarts on 5 of 5
 # (tests/test_flower_defaults.py)
 DEFAULT_RESTARTS = 5
+# the estimators' hyper-parameters the driver runs on, and the strategy option that sets each (estimator_params
+# may not: the driver's runs, starts, rounds and train messages must be the estimator's)
+DRIVER_PARAMS = {"init": "initial_arrays or init", "random_state": "seed", "monitor": "monitor",
+                 "n_clusters": "n_clusters", "n_init": "n_init", "n_rounds": "num_rounds of start()",
+                 "step_size": "lr or step_sizes", "local_steps": "local_steps", "start": "initial_arrays or init"}
 ARRAY_BYTES = 1024  # an Array in an ArrayRecord beside its data (Python objects, its key): measured ~800 B
 
 
@@ -206,6 +210,12 @@ class ClusteredStrategy(Strategy):
         once per run (IFCA's restarts: run after run) with that run's models (float64 numpy rows) and
         each client's cluster (-1: none; clients in the federation's order, the nodes sorted by id), before the
         round's records; the dict it returns joins the estimator's record of the call.
+    estimator_params : further hyper-parameters of the :mod:`synth.algorithms` estimator, by its own names (``nets
+        run --algo-param``), over the strategy's: e.g. SR-FCA's ``variant="public-code"``, CLoVE's
+        ``participation`` or IFCA's ``divergence_factor``.  A name the estimator does not declare is a ValueError
+        at :meth:`start`; the names the driver runs on (:data:`DRIVER_PARAMS`: the starts, the seed, the monitor,
+        the number of models and runs, the rounds, the step sizes, the local steps) are the strategy's options and
+        are refused here.  ``nets flower`` passes ``nets run``'s hyper-parameters this way.
 
     Flower's ``FedAvg`` arguments, with FedAvg's meaning: ``min_train_nodes`` and ``min_evaluate_nodes`` (the
     fewest nodes sampled, when that many are there; default 1), ``fraction_evaluate=0.0`` (no federated
@@ -232,7 +242,8 @@ class ClusteredStrategy(Strategy):
                  train_metrics_aggr_fn: Callable[[list[RecordDict], str], MetricRecord] | None = None,
                  evaluate_metrics_aggr_fn: Callable[[list[RecordDict], str], MetricRecord] | None = None,
                  stacks: Any = None, lr_decay: float = 1.0, init: str | None = None,
-                 monitor: Callable[[int, Any, np.ndarray], dict | None] | None = None):
+                 monitor: Callable[[int, Any, np.ndarray], dict | None] | None = None,
+                 estimator_params: dict[str, Any] | None = None):
         self.n_clusters = check_int("n_clusters", n_clusters, low=1)
         self.averaging = check_choice("averaging", averaging, AVERAGINGS)
         self.local_steps = check_int("local_steps", local_steps, low=1)  # the estimators' tau >= 1
@@ -279,6 +290,13 @@ class ClusteredStrategy(Strategy):
         if monitor is not None and not callable(monitor):
             raise TypeError(f"monitor must be a function (round, models, labels) -> dict, got {monitor!r}")
         self.monitor = monitor
+        if estimator_params is not None and not isinstance(estimator_params, dict):
+            raise TypeError(f"estimator_params must be a dict of hyper-parameters by name, got {estimator_params!r}")
+        for key in estimator_params or {}:
+            if key in DRIVER_PARAMS:
+                raise ValueError(f"estimator_params may not set {key!r}: the strategy runs on it (its own option "
+                                 f"sets it: {DRIVER_PARAMS[key]})")
+        self.estimator_params = dict(estimator_params or {})
         self.layout: Layout | None = None
         self.models = np.zeros((0, 0))
         self.labels: dict[int, int] = {}  # node -> its cluster (last assignment)
@@ -320,6 +338,12 @@ class ClusteredStrategy(Strategy):
 
     def _estimator(self, m: int, rounds: int, train: dict, starts: np.ndarray, monitor):
         raise NotImplementedError
+
+    def _make(self, cls, **own):
+        """The estimator ``cls`` with the strategy's hyper-parameters ``own`` and :attr:`estimator_params` over
+        them (a name ``cls`` does not declare: ValueError naming it)."""
+        cls.check_param_names(tuple(self.estimator_params))
+        return cls(**{**own, **self.estimator_params})
 
     def _records(self) -> int:
         """The rounds the estimator's monitor reports (IFCA's and CLoVE's T)."""
@@ -1073,7 +1097,8 @@ class IFCA(ClusteredStrategy):
     trains its lowest-loss model of every run and returns one model per run (stacked), and each run is averaged
     on its own.  A round's clusters and evaluation are those of the run of lowest total loss that round; the final
     ``query.losses`` picks the run of lowest total loss (the estimator's rule), whose ``k`` models the last
-    evaluation and the result hold (:attr:`best_run`, :attr:`run_losses`).  Needs ``client_choice=True``.
+    evaluation and the result hold (:attr:`best_run`, :attr:`run_losses`).  With ``client_choice=False`` (model
+    averaging only) each round is one ``query.losses`` of every run's models, then one ``train`` exchange per run.
 
     ``step_sizes``: IFCA's restarts over step sizes (Sec. VI-A tries {0.01, 0.1, 1} for k = 2 and {0.5, 1, 2} for
     k = 4; ``nets run``'s ``step_size`` list), in place of ``lr``: each of the ``n_init`` starts is run once per
@@ -1081,8 +1106,8 @@ class IFCA(ClusteredStrategy):
     ``step_sizes[r % S]`` (``S = len(step_sizes)``, the estimator's order), and the run of lowest total loss is
     kept as above (:attr:`best_step_size`).  With several step sizes a ``train`` message's ``config["lr"]`` is a
     list, run ``r``'s step size at index ``r`` (after ``lr_decay``); with ``averaging="gradient"`` the server
-    steps each run by its own.  Needs ``client_choice=True`` when there are several runs; a ``train_config``
-    ``lr`` is refused with it (both would set the step size).
+    steps each run by its own.  Gradient averaging needs ``client_choice=True`` when there are several runs; a
+    ``train_config`` ``lr`` is refused with ``step_sizes`` (both would set the step size).
 
     ``client_choice=True`` (default): one message per client per round.  The ``train`` (or ``query.gradient``)
     message carries every cluster model and ``config["choose"] = "lowest-loss"``; the client computes the
@@ -1114,12 +1139,16 @@ class IFCA(ClusteredStrategy):
         if n_init is None:  # restarts where the strategy makes the starts itself (and the client chooses)
             n_init = DEFAULT_RESTARTS if client_choice else 1
         self.n_init = check_int("n_init", n_init, low=1)
-        if self.n_init > 1 and not client_choice:
-            raise ValueError(f"n_init={n_init} restarts need client_choice=True (each client trains its model of "
-                             "every run from one message)")
-        if self.step_sizes is not None and len(self.step_sizes) > 1 and not client_choice:
-            raise ValueError(f"step_sizes={list(self.step_sizes)} restarts need client_choice=True (each client "
-                             "trains its model of every run from one message)")
+        # model averaging asks the runs' train messages one run after another; a gradient of every run needs one
+        # message per client (the client's choice), which the server's one-model query.gradient cannot carry
+        if self.n_init > 1 and not client_choice and self.averaging == "gradient":
+            raise ValueError(f"n_init={n_init} restarts with gradient averaging need client_choice=True (each "
+                             "client returns its gradient at its model of every run from one message)")
+        if self.step_sizes is not None and len(self.step_sizes) > 1 and not client_choice and \
+                self.averaging == "gradient":
+            raise ValueError(f"step_sizes={list(self.step_sizes)} restarts with gradient averaging need "
+                             "client_choice=True (each client returns its gradient at its model of every run from "
+                             "one message)")
         self.best_run: int | None = None
         self.best_step_size: float | None = None
         self.run_losses: np.ndarray | None = None
@@ -1167,10 +1196,11 @@ class IFCA(ClusteredStrategy):
         from synth.algorithms.ifca import IFCA as Estimator
 
         step = train["lr"] if self.step_sizes is None else list(self.step_sizes)
-        return Estimator(n_clusters=self.n_clusters, n_rounds=rounds, step_size=step, averaging=self.averaging,
-                         local_steps=train["local-steps"], participation=self._participation(m),
-                         init=starts.reshape(self.n_init, self.n_clusters, -1), n_init=self.n_init,
-                         random_state=self._rng, monitor=monitor)
+        return self._make(Estimator, n_clusters=self.n_clusters, n_rounds=rounds, step_size=step,
+                          averaging=self.averaging, local_steps=train["local-steps"],
+                          participation=self._participation(m),
+                          init=starts.reshape(self.n_init, self.n_clusters, -1), n_init=self.n_init,
+                          random_state=self._rng, monitor=monitor)
 
     def _fitted(self, est, nodes: list[int]) -> None:
         super()._fitted(est, nodes)
@@ -1219,9 +1249,9 @@ class CLoVE(ClusteredStrategy):
         return _ClientsBackend(self, m, normalise="cluster")
 
     def _estimator(self, m: int, rounds: int, train: dict, starts: np.ndarray, monitor):
-        return _CLoVEEstimator(**self._options, averaging=self.averaging, init=starts, n_rounds=rounds,
-                               step_size=train["lr"], local_steps=train["local-steps"],
-                               participation=self._participation(m), random_state=self._rng, monitor=monitor)
+        return self._make(_CLoVEEstimator, **self._options, averaging=self.averaging, init=starts,
+                          n_rounds=rounds, step_size=train["lr"], local_steps=train["local-steps"],
+                          participation=self._participation(m), random_state=self._rng, monitor=monitor)
 
 
 class SRFCA(ClusteredStrategy):
@@ -1338,12 +1368,13 @@ class SRFCA(ClusteredStrategy):
     def _estimator(self, m: int, rounds: int, train: dict, starts: np.ndarray, monitor):
         from synth.algorithms.srfca import SRFCA as Estimator
 
-        return Estimator(threshold=self.threshold, min_size=self.min_size, beta=self.beta, n_refine=self.n_refine,
-                         local="gd", local_train_steps=self._train_config.get("local-steps", self.local_train_steps),
-                         local_step_size=self._train_config.get("lr", self.local_step_size),
-                         trmean_steps=self.trmean_steps, trmean_step_size=self.trmean_step_size,
-                         diameter=self.diameter, center=self._center, dist=self.dist, start=self.w0,
-                         random_state=self._rng, monitor=monitor)
+        return self._make(Estimator, threshold=self.threshold, min_size=self.min_size, beta=self.beta,
+                          n_refine=self.n_refine, local="gd",
+                          local_train_steps=self._train_config.get("local-steps", self.local_train_steps),
+                          local_step_size=self._train_config.get("lr", self.local_step_size),
+                          trmean_steps=self.trmean_steps, trmean_step_size=self.trmean_step_size,
+                          diameter=self.diameter, center=self._center, dist=self.dist, start=self.w0,
+                          random_state=self._rng, monitor=monitor)
 
     def _round_extra(self, t: int, runs: list, backend: _ClientsBackend) -> dict:
         if t:
@@ -1390,9 +1421,9 @@ class Global(IFCA):
         from synth.algorithms.baselines import GlobalModel
 
         step = train["lr"] if self.step_sizes is None else list(self.step_sizes)
-        return GlobalModel(n_rounds=rounds, step_size=step, averaging=self.averaging,
-                           local_steps=train["local-steps"], participation=self._participation(m),
-                           init=starts.reshape(1, 1, -1), random_state=self._rng, monitor=monitor)
+        return self._make(GlobalModel, n_rounds=rounds, step_size=step, averaging=self.averaging,
+                          local_steps=train["local-steps"], participation=self._participation(m),
+                          init=starts.reshape(1, 1, -1), random_state=self._rng, monitor=monitor)
 
 
 class Local(ClusteredStrategy):
@@ -1439,8 +1470,8 @@ class Local(ClusteredStrategy):
     def _estimator(self, m: int, rounds: int, train: dict, starts: np.ndarray, monitor):
         from synth.algorithms.baselines import LocalModels
 
-        return _LocalFit(LocalModels(local="gd", local_train_steps=train["local-steps"],
-                                     local_step_size=train["lr"]), monitor)
+        return _LocalFit(self._make(LocalModels, local="gd", local_train_steps=train["local-steps"],
+                                    local_step_size=train["lr"]), monitor)
 
     def _round_extra(self, t: int, runs: list, backend: _ClientsBackend) -> dict:
         return {}  # no losses are asked: Local has no objective across clients

@@ -1,61 +1,31 @@
-"""Flower strategies (the message-based ``flwr.serverapp.strategy.Strategy``) for IFCA, SR-FCA, CLoVE, FedAvg, Local.
+"""``nets flower``'s strategies for IFCA, SR-FCA, CLoVE, FedAvg and Local: the public strategies of
+:mod:`nets.flower.clustered` built from ``nets run``'s parameters, on cflab's data sets and networks.
 
-A strategy runs its algorithm's estimator from :mod:`synth.algorithms` -- the same object, hyper-parameters and
-random streams as ``nets run`` -- on a :class:`~nets.flower.backend.FederatedBackend`, whose every operation on
-client data is one exchange of the client contract's messages (``docs/flower-contract.md``: ``query.losses``,
-``train``, ``query.gradient``, ``evaluate``, answered by :func:`~nets.flower.torch_client.torch_client_app`, which
-:mod:`nets.flower.client` builds over cflab's data and networks), sent and checked by the public strategies'
-exchange (:meth:`nets.flower.clustered.ClusteredStrategy._engine_exchange`, the one implementation of the
-contract's messages, reply check and lost clients; here each message also carries the experiment).  The
-algorithm decides everything on the server exactly as it does in-process, so a Flower run and ``nets run`` with
-the same settings take the same decisions (``tests/test_flower.py`` checks it).  The messages per round:
-
-* IFCA (Ghosh et al., IFCA journal Alg. 2) and FedAvg (its ``k = 1`` case): all ``k`` models out, the loss
-  vector back; the server takes each client's argmin (the cluster identity estimate), then the chosen model
-  out, the model after ``tau`` local steps back (model averaging) or the gradient (gradient averaging).
-* SR-FCA (Vardhan, Ghosh, Mazumdar, Alg. 1-4): ONE_SHOT's local models back, then the losses of every local
-  model on every client (Def. 5.1's cross-cluster loss; none for ``dist="l2"``), then for each REFINE one
-  exchange per TrimmedMeanGD step (each cluster's model out, the client's gradient back) and one for the
-  losses of the trained cluster models (RECLUSTER, MERGE).
-* CLoVE (Bhatia et al., Alg. 1): all models out, the loss vector back; the server clusters the loss vectors
-  and matches clusters to models, then the assigned model out, the local model back.
-* Local: each client's local model back.
-
-Order and sampling.  Flower's node sampling is not used: the estimator draws each round's clients from its own
-seeded generator (IFCA's ``M_t``, CLoVE's ``M^(t)``) exactly as in ``nets run``, each SuperNode is mapped to its
-partition once, and the answers are put in client order whatever order they arrive in, so a run is deterministic
-for any number of simulation actors.
-
-After the fit, one ``evaluate`` exchange scores the models on the clients' test data by the paper's rule (IFCA's
-min-loss rule: every model sent with ``choose="lowest-loss"``; SR-FCA's and CLoVE's cluster rule: the client's
-cluster's model; Local's own model).  Before the first round, a ``query.losses`` of no model maps each SuperNode to
-its partition (its reply's ``partition-id``) and checks its training samples against the federation's.
-
-Before the run (:meth:`FlowerStrategy.preflight`, called before Ray starts) the experiment is checked as ``nets
-run`` checks it, with the same functions and messages: the data's size, the federation (e.g. too few clients for
-the partition's clusters), the minibatch and cluster counts, and the estimated memory and (on a command line) time
-of the fit.
-
-Faults (:mod:`nets.flower.backend`): a client that fails, times out or sends a malformed reply (the public
-strategies' check, :func:`~nets.flower.clustered.reply_defect`, of the reply's form: a non-finite model or loss is
-kept for the estimator to judge, as in ``nets run``) in an IFCA, FedAvg or CLoVE round leaves
-that round's participants (the participation subsets ``M_t`` / ``M^(t)`` of both papers) and is asked again in
-the next; a failing client is one :class:`ClientFailed` warning line (its id and its exception's message).  The
-record counts, round by round, the clients that answered (``flower.answered``) and names the rounds in which none
-did (``flower.rounds_without_answers``; ``python -m nets flower`` then exits with status 1); a clustering in which
-no client is assigned has no ARI (``None``), not the 1.0 that unassigned singletons would score against singleton
-clusters.  SR-FCA resumes (:class:`synth.algorithms.srfca.SRFCA`'s rule for a backend that loses clients): a
-client lost in a TrimmedMeanGD step leaves that step's trimmed mean, one lost in RECLUSTER keeps its cluster, one
-whose local model did not arrive is no node of ONE_SHOT's graph and (``dist="l2"``) is asked for it again before
-each REFINE.  Local's one exchange (each client's local model, ``train``) has no round to leave: a client whose
-local model did not arrive is removed (``flower.removed_clients``) and reported unassigned (label -1), the others
-keep the local models they sent (the models of that one exchange, asked once).  Every exchange has a
-timeout, so a run never waits longer than that for a client.
+A :class:`FlowerStrategy` validates ``nets run``'s parameters (:meth:`preflight` refuses what ``nets run`` refuses,
+with its functions and messages, before Ray starts) and runs the public strategy of its algorithm
+(:class:`~nets.flower.clustered.IFCA`, :class:`~nets.flower.clustered.SRFCA`,
+:class:`~nets.flower.clustered.CLoVE`, :class:`~nets.flower.clustered.Global`, :class:`~nets.flower.clustered.Local`)
+with ``nets run``'s estimator: the public options from the parameters, every other hyper-parameter as
+``estimator_params``, the network's stacks in the run's precision (``stacks``), the starts drawn from the seed as
+``nets run`` draws them (``init``), and the round's step size after ``lr_decay``.  So the run, its messages (the
+client contract, ``docs/flower-contract.md``, answered by :data:`nets.flower.client.app`, which is
+:func:`~nets.flower.torch_client.torch_client_app` over cflab's partitions), the reply checks and the fault rules
+are the public strategies'; a ``nets flower`` run and ``nets run`` with the same settings take the same decisions
+every round (``tests/test_flower.py``, ``tests/test_flower_single_path.py``).  What ``nets flower`` adds
+(:class:`_NetsRun`): before the first round one ``query.losses`` of no model maps each SuperNode to its partition
+and checks its sample counts, and client ``i`` is the node of partition ``i``; each ``train`` message carries
+``nets run``'s minibatch order (:meth:`~nets.flower.backend.FederatedBackend._training`) and every message the
+experiment and the estimator's round; a reply's numbers are not checked (a non-finite model or loss is the
+estimator's to judge, as in ``nets run``); :attr:`FlowerStrategy.record` is ``nets run``'s JSON record plus
+``flower`` (exchanges, messages, time waiting, lost clients as ``[exchange, message type, client, why]``, the
+clients answering round by round, the rounds in which none did: ``python -m nets flower`` then exits 1, and a
+clustering in which no client is assigned has no ARI).  After the fit, one ``evaluate`` exchange scores the
+models by the paper's rule (IFCA's min-loss rule: every model sent with ``choose="lowest-loss"``; SR-FCA's and
+CLoVE's: the client's cluster's model; Local's: the client's own), as do ``eval_every``'s evaluations.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import threading
@@ -74,23 +44,29 @@ from flwr.supercore import log
 
 from synth.validation import check_real, did_you_mean
 
-from ..algorithms import ALGOS, hyper_parameters, make_estimator
+from ..algorithms import ALGOS, estimator_class, hyper_parameters, make_estimator
 from ..backend import TorchBackend
 from ..datasets import default_model
 from ..device import resolve_device
 from ..evaluate import clustering_scores, mean_scores, train_identity_scores
 from ..functional import FunctionalModel
 from ..models import MODELS, model_factory
-from .arrays import Layout, cluster_models
-from .backend import Answers, FederatedBackend
+from .arrays import Layout
+from .backend import Answers
 from .client import EXPERIMENT
 from .clustered import (
     _RUNNING,
     CHOOSE_LOWEST,
+    DRIVER_PARAMS,
+    IFCA,
     NUM_EXAMPLES,
+    SRFCA,
     ClientContractError,
+    CLoVE,
     ClusteredResult,
     ClusteredStrategy,
+    Global,
+    Local,
 )
 from .session import RunStopped, StoppableGrid
 
@@ -192,7 +168,7 @@ class FlowerStrategy(Strategy):
         self._grid: Grid | None = None
         self._log = _Log()
         self._experiment = ConfigRecord({"json": json.dumps({"params": self.params, "faults": self.faults})})
-        self._driver = _Driver(self)  # the exchanges: the public strategies'
+        self._public: ClusteredStrategy | None = None  # the run (_public_strategy)
         self._describing = False  # a failure while the SuperNodes describe their partitions is an error, no warning
         self._nodes = np.zeros(0, dtype=np.uint64)  # node ids are 64-bit unsigned
         self._stop = threading.Event()
@@ -254,11 +230,13 @@ class FlowerStrategy(Strategy):
               evaluate_config: ConfigRecord | None = None, evaluate_fn=None) -> Result:
         """Run the algorithm on the grid's SuperNodes; :attr:`record` is then the ``nets run`` JSON record.
 
-        The estimator draws its initial models from the run's seed, as ``nets run`` does, so ``initial_arrays``
-        must be empty; ``num_rounds`` (if given) must equal the ``rounds`` parameter.  ``train_config``,
-        ``evaluate_config`` and ``evaluate_fn`` are not used: the parameters say everything.  The ``Result`` is the
-        public strategies' (:class:`~nets.flower.clustered.ClusteredResult`): ``arrays`` holds one ``state_dict``
-        record per model and each node's cluster and partition (:func:`~nets.flower.arrays.cluster_models`).
+        The run is the public strategy's (:meth:`~nets.flower.clustered.ClusteredStrategy.start`, built from the
+        parameters by :meth:`_public`).  Its initial models are drawn from the run's seed, as ``nets run`` draws
+        them, so ``initial_arrays`` must be empty; ``num_rounds`` (if given) must equal the ``rounds`` parameter.
+        ``train_config``, ``evaluate_config`` and ``evaluate_fn`` are not used: the parameters say everything.
+        The ``Result`` is the public strategies' (:class:`~nets.flower.clustered.ClusteredResult`): ``arrays``
+        holds one ``state_dict`` record per model and each node's cluster and partition
+        (:func:`~nets.flower.arrays.cluster_models`), its train metrics the kept run's clustering round by round.
         """
         if initial_arrays is not None and len(initial_arrays):
             raise ValueError("the initial models are drawn from the run's seed (as in nets run); pass no "
@@ -275,58 +253,154 @@ class FlowerStrategy(Strategy):
         _RUNNING.add(self)  # stop_running() (the app runner's Ctrl-C) ends it as it ends the public strategies
         try:
             self._grid.check()
-            facts = self._describe()
-            models, scores = self._run(facts)
+            facts = self._known if self._known is not None else self._facts()
+            self._public = self._public_strategy(facts)
+            self._describe(facts)
+            result = self._fit(facts)
         finally:
             self.running = False
             _RUNNING.discard(self)
-        # the public strategies' Result: one state_dict record per model, each node's cluster and partition
-        nodes = [int(n) for n in self._nodes]
-        result = ClusteredResult(arrays=cluster_models([self._layout.unflatten(row) for row in models],
-                                                       dict(zip(nodes, self.labels.tolist(), strict=True)),
-                                                       {n: i for i, n in enumerate(nodes)}))
-        for row in self._monitor.rows:  # the selected run's clustering, round by round (Flower counts from 1)
-            if row["run"] == self._best_run:
-                out = {"clusters": sum(1 for c in row["cluster-sizes"] if c > 0),
-                       "cluster-sizes": row["cluster-sizes"], "unassigned": row["unassigned"]}
+        return result
+
+    def _public_strategy(self, facts: dict) -> ClusteredStrategy:
+        """The public strategy of this run (nets.flower.clustered) with ``nets run``'s estimator: its options from
+        the parameters, every other hyper-parameter of ``nets run``'s estimator as ``estimator_params``, the
+        network's stacks (:class:`~nets.backend.TorchBackend`, in the run's precision), the seed's starts drawn as
+        ``nets run``'s estimator draws them (``init``), and :class:`_NetsRun` for the federation and the record."""
+        from ..experiment import _LOCAL_START_ALGOS, _hyper, check_sizes
+
+        p, algo = self.p, self.algo
+        device = resolve_device(p["device"])
+        dtype = torch.float64 if p["dtype"] == "float64" else torch.float32
+        name = facts["model"]
+        model = FunctionalModel(model_factory(name, tuple(facts["input_shape"]), facts["n_classes"],
+                                              facts["vocab_size"]), MODELS[name].loss, device=device, dtype=dtype)
+        placeholder = torch.zeros((1, 1, *facts["input_shape"]), dtype=dtype if facts["input_float"] else torch.long)
+        stacks = TorchBackend(model, placeholder)  # operations on model stacks only: it holds no client data
+        self._layout = Layout(ArrayRecord(model.module.state_dict()))  # flat rows <-> the contract's records
+        m = int(p["clients"])
+        k = check_sizes(p, int(facts["n_per_client"]), m, facts["truth"])
+        if p["local_init"] == "separate" and algo not in _LOCAL_START_ALGOS:
+            raise ValueError(f"local_init='separate' applies to {', '.join(_LOCAL_START_ALGOS)} (their local models "
+                             f"train once from the start); got algo {algo!r}")
+        _, algo_ss, _ = np.random.SeedSequence(p["seed"]).spawn(3)
+        rng = np.random.default_rng(algo_ss)
+        spec = ALGOS[algo]
+        runs = p["n_init"] * len(np.atleast_1d(p["step_size"])) if "n_init" in hyper_parameters(algo) else 1
+        self._monitor = _Monitor(self, facts["truth"], spec.rule, runs)
+        self.round_labels = self._monitor.labels
+        hyper = _hyper(p, spec, k, p["init"], 0, rng, None, self.algo_params)
+        declared = estimator_class(algo)._parameter_constraints
+        common = {"seed": rng, "stacks": stacks, "lr_decay": p["lr_decay"], "monitor": self._monitor,
+                  "evaluate_every": 0, "min_available_nodes": m, "start_timeout": self.start_timeout,
+                  "estimator_params": {key: v for key, v in hyper.items()
+                                       if key in declared and key not in DRIVER_PARAMS}}
+        steps = [float(v) for v in np.atleast_1d(p["step_size"])]
+        # the seed's network: the local models' start (nets run's torch backend: model.init(seed))
+        self._start = self._layout.unflatten(stacks.to_numpy(model.init(facts["seed"])[None])[0])
+        if algo in ("ifca", "global"):
+            step = {"lr": steps[0]} if np.ndim(p["step_size"]) == 0 else {"step_sizes": steps}
+            # the server's two exchanges per round (its minibatch order travels with each train message); a
+            # gradient of every run of restarts needs the client's choice (no local steps, so no order)
+            options = {"averaging": p["averaging"], "client_choice": p["averaging"] == "gradient" and runs > 1,
+                       "local_steps": p["local_steps"], "init": p["init"], **step, **common}
+            cls, args = (IFCA, (k,)) if algo == "ifca" else (Global, ())
+            options.update({"n_init": p["n_init"]} if algo == "ifca" else {})
+        elif algo == "clove":
+            cls, args = CLoVE, (k,)
+            options = {"averaging": p["averaging"], "local_steps": p["local_steps"], "lr": steps[0],
+                       "init": p["init"], **common}
+        elif algo == "srfca":  # w_0: the estimator's one draw of the network's initialisation
+            cls, args = SRFCA, (hyper["threshold"],)
+            options = {"n_refine": hyper["n_refine"], "trmean_steps": hyper["trmean_steps"],
+                       "local_start": self._start, "init": "default", **common}
+        else:  # local: every client from the seed's network
+            cls, args = Local, ()
+            options = {"local_steps": hyper["local_train_steps"], "lr": steps[0], **common}
+        public = type(cls.__name__, (_NetsRun, cls), {})(*args, **options)
+        public._owner = self
+        public._message_records = {EXPERIMENT: self._experiment}
+        public.layout = self._layout
+        return public
+
+    def _fit(self, facts: dict) -> ClusteredResult:
+        """The public strategy's run on the described federation, then ``nets run``'s final scoring and record."""
+        p, algo, spec, public = self.p, self.algo, ALGOS[self.algo], self._public
+        m = int(p["clients"])
+        initial = self._start  # Local's start; the others draw theirs from the seed (init) and take its layout
+        t0 = time.perf_counter()
+        result = public.start(self._grid, initial, num_rounds=p["rounds"] if algo in ("ifca", "global", "clove")
+                              else None, timeout=self.timeout)
+        seconds = time.perf_counter() - t0
+        res = public._est.result_
+        labels = np.asarray(res.labels, dtype=np.int64)  # Local: -1 for a removed client (_LocalFit)
+        self.labels = labels
+        models = public._numpy(res.models)
+        final = self._score(models, spec.rule, labels)
+        truth = facts["truth"]
+        record = {
+            "dataset": p["dataset"], "algo": algo, "model": facts["model"], "task": p["task"],
+            "test_accuracy": final["test_accuracy"], "test_loss": final["test_loss"],
+            **_clustering_scores(labels, truth),
+            "n_clusters": int(res.n_clusters), "rounds": int(p["rounds"]) if spec.restarts else int(res.rounds),
+            "clients": m, "n_per_client": int(facts["n_per_client"]), "n_params": self._layout.n_params,
+            # each client trains alone on its own SuperNode: nothing is batched across clients
+            "seconds": seconds, "device": facts["device"], "batched": False, "unassigned": final["unassigned"],
+            "resumed_from_round": None, "notes": list(facts["notes"]),
+            "algo_params": dict(sorted(self.algo_params.items())),
+        }
+        record.update(train_identity_scores(self.evaluate, models, spec.rule, labels))
+        if "status" in res.extra:
+            record["status"] = str(res.extra["status"])
+        best = int(res.extra.get("best_run", 0)) if spec.restarts else 0
+        if self.history:
+            record["history"] = self._monitor.history(best)
+        lg = self._log
+        record["flower"] = {"exchanges": lg.exchanges, "messages": lg.messages,
+                            "seconds_in_exchanges": round(lg.seconds, 3), "lost": lg.lost,
+                            "removed_clients": [int(c) for c in np.flatnonzero(labels < 0)] if spec.rule == "own"
+                            else [], "answered": [list(e) for e in lg.answered],
+                            "rounds_without_answers": lg.silent()}
+        self.record = record
+        for row in self._monitor.rows:  # the kept run's clustering and scores join the public round records
+            if row["run"] == best:
+                out = result.train_metrics_clientapp.setdefault(int(row["round"]) + 1, MetricRecord())
                 out.update({k: float(row[k]) for k in ("ari", "misclustering", "test_accuracy", "test_loss")
                             if row.get(k) is not None})
-                result.train_metrics_clientapp[int(row["round"]) + 1] = MetricRecord(out)
-        result.evaluate_metrics_clientapp[self._log.exchanges] = MetricRecord(
-            {k: float("nan") if v is None else float(v) for k, v in scores.items() if k != "choice"})
+        result.evaluate_metrics_clientapp[lg.exchanges] = MetricRecord(
+            {k: float("nan") if v is None else float(v) for k, v in final.items() if k != "choice"})
         return result
 
     # ---------------------------------------------------------------- the exchanges
     def exchange(self, action: str, clients: np.ndarray, config: dict, *, common: np.ndarray | None = None,
-                 rows: list[np.ndarray] | None = None, each: list[dict] | None = None) -> Answers:
+                 rows: list[np.ndarray] | None = None, each: list[dict] | None = None, runs: int = 0) -> Answers:
         """Send ``action`` to ``clients`` (indices into the federation) and gather the answers in their order: the
-        public strategies' exchange (:meth:`~nets.flower.clustered.ClusteredStrategy._engine_exchange`).
+        public strategy's exchange (:meth:`~nets.flower.clustered.ClusteredStrategy._engine_exchange`), with the
+        round in every message and the exchange in :attr:`record`'s ``flower`` entry.
 
         ``common``: model rows every client gets; ``rows``: each client's own rows; ``each``: each client's own
-        settings.  Used by :class:`~nets.flower.backend.FederatedBackend` for every operation on client data.
+        settings; ``runs``: the client's choice over that many runs.  The public strategy's backend
+        (:class:`~nets.flower.clustered._ClientsBackend`) makes every operation on client data through it.
         """
+        public = self._public
         clients = np.asarray(clients, dtype=np.int64)
         # the round travels in every message beside the settings (the clients' injected faults name it)
         each = [{**({"round": config["round"]} if "round" in config else {}), **(each[a] if each else {})}
                 for a in range(len(clients))]
         t0 = time.perf_counter()
-        ans = self._driver._engine_exchange(action, clients, config, common=common, rows=rows, each=each)
-        self._driver._begin_round(0)  # the public strategies' round records: none kept here (the replies' models)
+        ans = public._engine_exchange(action, clients, config, common=common, rows=rows, each=each, runs=runs)
         self._log.waits.append(time.perf_counter() - t0)
         self._log.seconds += self._log.waits[-1]
-        self._log.exchanges = self._driver._exchanges
+        self._log.exchanges = public._exchanges
         self._log.messages += len(clients)
         for a in np.flatnonzero(ans.answered):  # each SuperNode holds the partition it described
-            node = self._driver._federation[clients[a]]
-            if self._driver.partitions.get(node) != clients[a]:
-                self._driver.partitions[node] = int(clients[a])
-                self._lose(self._log.exchanges, action, node, "answered for another partition")
+            node = public._federation[clients[a]]
+            if public.partitions.get(node) != clients[a]:
+                public.partitions[node] = int(clients[a])
+                public._lose(int(config.get("round", 0)) + 1, action, node, "answered for another partition")
                 ans.answered[a] = False
                 for table in (*ans.metrics.values(), *(() if ans.rows is None else (ans.rows,))):
                     table[a] = np.nan
-        if self.algo == "local" and ans.rows is not None:  # the estimator refuses a NaN row: a lost client's is the
-            for a in np.flatnonzero(~ans.answered):  # start it was sent, and _run removes the client after the fit
-                ans.rows[a] = rows[a]
         key = "test" if action == "evaluate" else int(config.get("round", 0))
         self._log.count(key, clients, ans.answered)
         log(INFO, "exchange %d (%s, %s): %d of %d clients answered in %.2f s", self._log.exchanges, action,
@@ -335,9 +409,9 @@ class FlowerStrategy(Strategy):
         return ans
 
     def _lose(self, exchange: int, action: str, node: int, why: str) -> None:
-        """The driver lost ``node`` (:meth:`_Driver._lose`): a ``flower.lost`` entry with its client, and a
-        :class:`ClientFailed` warning when its ClientApp raised."""
-        client = self._driver._federation.index(node)
+        """The public strategy lost ``node`` (:meth:`_NetsRun._lose`): a ``flower.lost`` entry with its client,
+        and a :class:`ClientFailed` warning when its ClientApp raised."""
+        client = self._public._federation.index(node)
         failed = why.startswith(_FAILED)
         why = _reason(why[len(_FAILED):]) if failed else why
         self._log.lost.append([exchange, action, client, why])
@@ -345,8 +419,9 @@ class FlowerStrategy(Strategy):
         if failed and not self._describing:  # one line per failing client (Flower's own log of it is quiet)
             warnings.warn(f"Flower client {client} failed in {action}: {why}", ClientFailed, stacklevel=2)
 
-    def _describe(self) -> dict:
-        """Wait for one SuperNode per client; learn each node's partition, sample counts and true cluster."""
+    def _describe(self, facts: dict) -> None:
+        """Wait for one SuperNode per client; learn each node's partition and check its sample counts: the
+        federation in partition order, client ``i`` the node of partition ``i`` (as ``nets run``'s clients)."""
         m = int(self.p["clients"])
         nodes = self._grid.wait_for_nodes(
             m, self.start_timeout, f"{self.algo}: waiting up to {self.start_timeout:g} s for {m} SuperNodes, one per "
@@ -355,18 +430,17 @@ class FlowerStrategy(Strategy):
         if len(nodes) != m:
             raise ValueError(f"the federation has {len(nodes)} SuperNodes but the run has {m} clients: run one "
                              f"SuperNode per client (--clients {len(nodes)}, or num-supernodes={m})")
-        facts = self._known if self._known is not None else self._facts()
-        driver = self._driver
-        driver._grid, driver._federation = self._grid, [int(n) for n in nodes]  # node order, until described
-        driver._timeout, self._describing, lost = self.start_timeout, True, len(self._log.lost)
+        public = self._public
+        public._grid, public._federation = self._grid, [int(n) for n in nodes]  # node order, until described
+        public._timeout, self._describing, lost = self.start_timeout, True, len(self._log.lost)
         try:  # the losses of no model: each reply names its partition and training samples (docs/flower-contract.md)
-            ans = driver._engine_exchange("query.losses", np.arange(m), {})
+            ans = public._engine_exchange("query.losses", np.arange(m), {})
         except ClientContractError as exc:
             raise ClientContractError(f"{type(self).__name__}: {str(exc).split(': ', 1)[1]}".replace(
                 "torch_client_app does", "nets.flower.client.app does")) from None
         finally:
-            driver._timeout, self._describing = self.timeout, False
-        self._log.exchanges = driver._exchanges
+            public._timeout, self._describing = self.timeout, False
+        self._log.exchanges = public._exchanges
         errors = [why for _, _, _, why in self._log.lost[lost:] if not why.startswith("no answer within")]
         del self._log.lost[lost:]  # describing is no round: what fails here is an error
         if errors:
@@ -374,19 +448,17 @@ class FlowerStrategy(Strategy):
         if not ans.answered.all():
             raise TimeoutError(f"{m - int(ans.answered.sum())} of {m} SuperNodes did not describe their partition "
                                f"within {self.start_timeout:g} s")
-        by_partition = {driver.partitions.get(n, -1): a for a, n in enumerate(driver._federation)}
+        by_partition = {public.partitions.get(n, -1): a for a, n in enumerate(public._federation)}
         if sorted(by_partition) != list(range(m)):
             raise ValueError(f"the SuperNodes hold partitions {sorted(by_partition)}; the run needs 0..{m - 1}, one "
                              f"each")
         order = [by_partition[i] for i in range(m)]
-        driver._federation = [driver._federation[a] for a in order]  # client i is the node of partition i
-        self._nodes = np.array(driver._federation, dtype=np.uint64)
+        public._federation = [public._federation[a] for a in order]  # client i is the node of partition i
+        self._nodes = np.array(public._federation, dtype=np.uint64)
         held = ans.table("n", 1)[order, 0].astype(np.int64)
         if not np.array_equal(held, facts["n_train"]):
             raise ValueError(f"the SuperNodes hold {held.tolist()} training samples where the experiment's "
                              f"partitions have {facts['n_train'].tolist()}")
-        return facts
-
 
     def _facts(self) -> dict:
         """The federation's facts, from the seed as ``nets run`` builds it (the data is dropped): the network, the
@@ -406,88 +478,14 @@ class FlowerStrategy(Strategy):
                 "n_train": np.asarray(fed.n_samples, dtype=np.int64), "truth": None if fed.clusters is None
                 else np.asarray(fed.clusters, dtype=np.int64), "seed": int(batch_ss.generate_state(1)[0])}
 
-    # ---------------------------------------------------------------- the run (as nets.experiment.run_experiment)
-    def _run(self, facts: dict) -> tuple[np.ndarray, dict]:
-        from ..experiment import _LOCAL_START_ALGOS, _hyper, _separate_local_starts, check_sizes
-
-        p, algo = self.p, self.algo
-        device = resolve_device(p["device"])
-        dtype = torch.float64 if p["dtype"] == "float64" else torch.float32
-        name = facts["model"]
-        model = FunctionalModel(model_factory(name, tuple(facts["input_shape"]), facts["n_classes"],
-                                              facts["vocab_size"]), MODELS[name].loss, device=device, dtype=dtype)
-        placeholder = torch.zeros((1, 1, *facts["input_shape"]), dtype=dtype if facts["input_float"] else torch.long)
-        stacks = TorchBackend(model, placeholder)  # operations on model stacks only: it holds no client data
-        # flat rows <-> the contract's records
-        self._layout = self._driver.layout = Layout(ArrayRecord(model.module.state_dict()))
-        truth = facts["truth"]
-        m = int(self.p["clients"])
-        k = check_sizes(p, int(facts["n_per_client"]), m, truth)
-        if p["local_init"] == "separate" and algo not in _LOCAL_START_ALGOS:
-            raise ValueError(f"local_init='separate' applies to {', '.join(_LOCAL_START_ALGOS)} (their local models "
-                             f"train once from the start); got algo {algo!r}")
-        _, algo_ss, _ = np.random.SeedSequence(p["seed"]).spawn(3)
-        spec = ALGOS[algo]
-        n_runs = p["n_init"] * len(np.atleast_1d(p["step_size"]))
-        runs = n_runs if "n_init" in hyper_parameters(algo) else 1
-        rng = np.random.default_rng(algo_ss)
-        train = FederatedBackend(self.exchange, stacks, facts["n_train"], batch_size=p["batch_size"],
-                                 seed=facts["seed"], n_max=facts["n_per_client"], lr_decay=p["lr_decay"])
-        if p["local_init"] == "separate":
-            _separate_local_starts(train, np.random.default_rng(np.random.SeedSequence(p["seed"], spawn_key=(3,))))
-        monitor = _Monitor(self, truth, spec.rule, runs)
-        est = make_estimator(algo, _hyper(p, spec, k, p["init"], 0, rng, monitor, self.algo_params),
-                             explicit=tuple(self.algo_params))
-        self.round_labels = monitor.labels
-        self._monitor = monitor
-        t0 = time.perf_counter()
-        est.fit(train)
-        seconds = time.perf_counter() - t0
-        res, members = est.result_, np.arange(m)
-        if spec.rule == "own" and train.lost:  # Local: a client whose local model did not arrive is removed
-            members = np.setdiff1d(members, sorted(train.lost))
-            res = dataclasses.replace(res, models=np.asarray(res.models)[members], n_clusters=len(members),
-                                      labels=np.arange(len(members)))
-        labels = np.full(m, -1, dtype=np.int64)
-        labels[members] = res.labels
-        self.labels = labels
-        final = self._score(res, spec.rule, labels, members)
-        record = {
-            "dataset": p["dataset"], "algo": algo, "model": name, "task": p["task"],
-            "test_accuracy": final["test_accuracy"], "test_loss": final["test_loss"],
-            **_clustering_scores(labels, truth),
-            "n_clusters": int(res.n_clusters), "rounds": int(p["rounds"]) if spec.restarts else int(res.rounds),
-            "clients": m, "n_per_client": int(facts["n_per_client"]), "n_params": model.n_params,
-            # each client trains alone on its own SuperNode: nothing is batched across clients
-            "seconds": seconds, "device": facts["device"], "batched": False, "unassigned": final["unassigned"],
-            "resumed_from_round": None, "notes": list(facts["notes"]),
-            "algo_params": dict(sorted(self.algo_params.items())),
-        }
-        record.update(train_identity_scores(self.evaluate, res.models, spec.rule, labels))
-        if "status" in res.extra:
-            record["status"] = str(res.extra["status"])
-        self._best_run = int(res.extra.get("best_run", 0)) if spec.restarts else 0
-        if self.history:
-            record["history"] = monitor.history(self._best_run)
-        lg = self._log
-        record["flower"] = {"exchanges": lg.exchanges, "messages": lg.messages,
-                            "seconds_in_exchanges": round(lg.seconds, 3), "lost": lg.lost,
-                            "removed_clients": [int(c) for c in np.setdiff1d(np.arange(m), members)],
-                            "answered": [list(e) for e in lg.answered],
-                            "rounds_without_answers": lg.silent()}
-        self.record = record
-        return np.asarray(res.models), final
-
-    def _score(self, res, rule: str, labels: np.ndarray, members: np.ndarray) -> dict:
+    def _score(self, models: np.ndarray, rule: str, labels: np.ndarray) -> dict:
         """``nets.experiment``'s final scoring by the paper's rule, on the clients' test data."""
         m = len(labels)
-        if len(res.models) == 0:  # e.g. SR-FCA kept no cluster: nothing to evaluate
+        if len(models) == 0:  # e.g. SR-FCA kept no cluster: nothing to evaluate
             return {"test_accuracy": None, "test_loss": None, "unassigned": m}
         if rule == "own":  # Local: client i is scored with its own model; a removed client by the min-loss rule
-            own = np.full(m, -1, dtype=np.int64)
-            own[members] = np.arange(len(members))
-            return self.evaluate(res.models, "cluster", own)
-        return self.evaluate(res.models, rule, labels if rule == "cluster" else None)
+            return self.evaluate(models, "cluster", labels)
+        return self.evaluate(models, rule, labels if rule == "cluster" else None)
 
     def evaluate(self, models, rule: str, labels: np.ndarray | None = None) -> dict:
         """Test loss and accuracy of ``models`` by ``rule`` (:func:`nets.evaluate.evaluate`), on the clients that
@@ -524,6 +522,8 @@ class _Monitor:
         self._pending = 0
 
     def __call__(self, t: int, models: np.ndarray, labels: np.ndarray) -> dict:
+        if self.rule == "own":  # Local's one call is the public driver's round record; nets run's has no rounds
+            return {}
         full = np.array(labels, dtype=np.int64)
         self.labels.append(full)
         scores = _clustering_scores(full, self.truth)
@@ -559,25 +559,37 @@ def _clustering_scores(labels, truth) -> dict:
     return scores
 
 
-class _Driver(ClusteredStrategy):
-    """The public strategies' exchange (:meth:`~nets.flower.clustered.ClusteredStrategy._engine_exchange`: the
-    contract's messages, the reply check, lost clients) for a :class:`FlowerStrategy`: every message also carries
-    the experiment, a ``train`` message only the estimator's settings, and a lost client is the strategy's
-    ``flower.lost`` entry.  A reply's numbers are not checked: ``nets run`` keeps a non-finite model or loss for
-    the estimator to judge (a diverged run)."""
+class _NetsRun:
+    """What a ``nets flower`` run changes in its public strategy (mixed in before the strategy's class by
+    :meth:`FlowerStrategy._public_strategy`; the run, its messages and its records stay the strategy's): the
+    federation is the one :meth:`FlowerStrategy._describe` put in partition order; the backend's exchanges go
+    through :meth:`FlowerStrategy.exchange`, and it knows the clients' sample counts before the first reply, so
+    it sends ``nets run``'s minibatch order with every ``train`` message (:meth:`FederatedBackend._training`);
+    a lost client is the run's ``flower.lost`` entry; and a reply's numbers are not checked: ``nets run`` keeps a
+    non-finite model or loss for the estimator to judge (a diverged run)."""
 
-    algorithm = "nets flower"
     _check_values = False
+    _owner: FlowerStrategy
 
-    def __init__(self, owner: FlowerStrategy):
-        super().__init__(1, min_available_nodes=1)
-        self._owner = owner
-        self._message_records = {EXPERIMENT: owner._experiment}
+    def _connect(self, grid: Grid) -> list[int]:
+        self.running = True  # the nodes are described and ordered; the describing exchange stays counted
+        return self._federation
 
-    def _train_defaults(self) -> dict:
-        return {}  # the estimator's settings say everything (FederatedBackend's local-steps, lr, order)
+    def _backend(self, m: int):
+        from ..experiment import _separate_local_starts
+
+        backend = super()._backend(m)
+        owner = self._owner
+        facts, p = owner._known if owner._known is not None else owner._facts(), owner.p
+        backend._exchange = owner.exchange
+        backend.n_samples = facts["n_train"].astype(np.int64)
+        backend.batch_size, backend.seed, backend.n_max = p["batch_size"], facts["seed"], facts["n_per_client"]
+        if p["local_init"] == "separate":
+            _separate_local_starts(backend, np.random.default_rng(np.random.SeedSequence(p["seed"], spawn_key=(3,))))
+        return backend
 
     def _lose(self, server_round: int, message_type: str, node: int, why: str) -> None:
+        self._round_lost.add(node)
         self._owner._lose(self._exchanges, message_type, node, why)
 
 
