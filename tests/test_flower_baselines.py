@@ -42,7 +42,7 @@ def test_exported_from_nets_flower():
 @pytest.mark.parametrize("averaging", ["model", "gradient"])
 @pytest.mark.parametrize("step, client_choice", [({"lr": 0.3}, True), ({"lr": 0.3}, False),
                                                  ({"step_sizes": [0.05, 0.8]}, True)],
-                         ids=["client-choice", "server-choice", "step-sizes"])  # restarts need the client's choice
+                         ids=["client-choice", "server-choice", "step-sizes"])
 def test_global_is_the_estimators_fedavg(averaging, step, client_choice):
     """Global's model and assignment are GlobalModel's (IFCA with k = 1) fitted in process from the same start,
     with one step size or restarts over several (the run kept and its step size too)."""

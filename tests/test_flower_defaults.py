@@ -74,7 +74,7 @@ def _ari(strategy) -> float:
 
 def test_ifca_restarts_by_default_when_it_makes_its_starts():
     assert IFCA(n_clusters=3).n_init == DEFAULT_RESTARTS == 5
-    assert IFCA(n_clusters=3, client_choice=False).n_init == 1  # restarts need the client's choice
+    assert IFCA(n_clusters=3, client_choice=False).n_init == 1  # default restarts come with the client's choice
     assert IFCA(n_clusters=3, n_init=2).n_init == 2
     # the user's own k starts, stacked: one run of them
     s = IFCA(n_clusters=2, local_steps=1, evaluate_every=0)
