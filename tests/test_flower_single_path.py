@@ -33,6 +33,8 @@ CASES = {
     "srfca-minibatch": {"algo": "srfca", "clients": 8, "n_per_client": 30, "seed": 0, "threshold": 1.0,
                         "trmean_steps": 3, "local_train_steps": 60, "step_size": 0.3, "batch_size": 8},
     "local-adam": {"algo": "local", "local_train_steps": 10, "optimizer": "adam", "step_size": 0.01},
+    # one start per client (nets run's local_init="separate", SR-FCA Sec. 5's Local-KMeans question)
+    "local-separate-starts": {"algo": "local", "local_train_steps": 5, "local_init": "separate"},
     # restarts with gradient averaging: every run's gradient from one query.gradient (the client's choice)
     "ifca-gradient-restarts": {"algo": "ifca", "averaging": "gradient", "n_init": 2, "step_size": 0.5},
     # restarts over step sizes with model averaging: the server's choice, one train exchange per run

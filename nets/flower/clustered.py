@@ -707,6 +707,12 @@ class ClusteredStrategy(Strategy):
         self._exchanges = 0
         return self._federation
 
+    def _known_clients(self, m: int) -> dict:
+        """What the backend of ``m`` clients knows before their first reply (:class:`FederatedBackend`'s
+        ``exchange``, ``n_samples``, ``batch_size``, ``seed``, ``n_max``): nothing here; ``nets flower`` knows its
+        partitions' sample counts, so it sends ``nets run``'s minibatch order (:mod:`nets.flower.strategies`)."""
+        return {}
+
     def _participation(self, m: int) -> float:
         """The estimator's participation (the fraction of clients in each round's ``M_t``) of ``fraction_train``
         and ``min_train_nodes``: ``max(min_train_nodes, 1, round(fraction_train * m))`` of the ``m`` nodes."""
@@ -956,11 +962,12 @@ class _ClientsBackend(FederatedBackend):
         if stacks.n_params != strategy.layout.n_params:
             raise ValueError(f"stacks hold models of {stacks.n_params} parameters; the model has "
                              f"{strategy.layout.n_params} (initial_arrays)")
-        super().__init__(strategy._engine_exchange, stacks, np.ones(m), lr_decay=strategy.lr_decay)
-        self._strategy, self.choose, self.runs, self.normalise = strategy, choose, int(runs), normalise
         # each client's weighted_by_key (num-examples) as its replies say (a count the estimators check at fit;
-        # a float key, e.g. a weight, is kept as it is once replies arrive)
-        self.n_samples = np.ones(m, dtype=np.int64)
+        # a float key, e.g. a weight, is kept as it is once replies arrive), unless the strategy knows them
+        known = strategy._known_clients(m)
+        super().__init__(known.pop("exchange", strategy._engine_exchange), stacks,
+                         known.pop("n_samples", np.ones(m, dtype=np.int64)), lr_decay=strategy.lr_decay, **known)
+        self._strategy, self.choose, self.runs, self.normalise = strategy, choose, int(runs), normalise
         self._integer = strategy.layout.integer
         self._chosen: dict[int, np.ndarray] = {}  # client -> its (runs, P) updates or gradients of the round
         self._chose = False  # the round's choice exchange is done (a later losses call is the final pass)

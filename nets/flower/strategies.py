@@ -575,16 +575,18 @@ class _NetsRun:
         self.running = True  # the nodes are described and ordered; the describing exchange stays counted
         return self._federation
 
+    def _known_clients(self, m: int) -> dict:
+        owner = self._owner
+        facts = owner._known if owner._known is not None else owner._facts()
+        return {"exchange": owner.exchange, "n_samples": facts["n_train"], "batch_size": owner.p["batch_size"],
+                "seed": facts["seed"], "n_max": facts["n_per_client"]}
+
     def _backend(self, m: int):
         from ..experiment import _separate_local_starts
 
         backend = super()._backend(m)
-        owner = self._owner
-        facts, p = owner._known if owner._known is not None else owner._facts(), owner.p
-        backend._exchange = owner.exchange
-        backend.n_samples = facts["n_train"].astype(np.int64)
-        backend.batch_size, backend.seed, backend.n_max = p["batch_size"], facts["seed"], facts["n_per_client"]
-        if p["local_init"] == "separate":
+        p = self._owner.p
+        if p["local_init"] == "separate":  # nets run's rule: one start per client, from the seed's fourth stream
             _separate_local_starts(backend, np.random.default_rng(np.random.SeedSequence(p["seed"], spawn_key=(3,))))
         return backend
 
