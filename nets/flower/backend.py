@@ -9,7 +9,7 @@ exists once: IFCA, SR-FCA and CLoVE decide exactly as in ``nets run``, and only 
 differs.  What ``nets run``'s local training does beyond the contract's plain steps is decided here and sent in
 the config: the step size after ``lr_decay`` (``lr``) and, with minibatches, each client's sample order
 (``order``: its row of the draw :meth:`nets.backend.TorchBackend._draw_batches` makes for the clients of the same
-call), so both paths take the same steps.
+call), so ``nets flower`` and ``nets run`` take the same steps.
 
 Lost clients.  A client that fails (its ClientApp raises) or does not answer within the exchange's timeout is
 *lost* for that call; :attr:`FederatedBackend.lost` names the lost clients of the last call.  A call goes on

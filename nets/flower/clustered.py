@@ -852,7 +852,7 @@ def _check_train_config(config: ConfigRecord | None) -> None:
 
 def reply_defect(content: RecordDict, layout: Layout, models: int | None, *, weight_key: str = NUM_EXAMPLES,
                  arrays_key: str = ARRAYS, values: bool = True) -> str | None:
-    """What makes a reply unusable, or None: the one reply check of both Flower paths.
+    """What makes a reply unusable, or None: the one reply check of the public strategies and ``nets flower``.
 
     Its metrics: ``weight_key`` (``num-examples``) a finite number > 0, ``partition-id`` an integer >= 0, every
     other metric a finite number or a list of finite numbers (``losses`` may hold NaN and inf: NaN counts as +inf),

@@ -294,8 +294,9 @@ class RunStopped(RuntimeError):
 
 
 class StoppableGrid:
-    """A run's grid for both Flower paths: ``send_and_receive`` polls finely (:func:`pull_replies`) and, as
-    :meth:`check` and :meth:`wait_for_nodes` do, raises :class:`RunStopped` (``why``) once ``stop`` is set."""
+    """A run's grid (the public strategies' and ``nets flower``'s): ``send_and_receive`` polls finely
+    (:func:`pull_replies`) and, as :meth:`check` and :meth:`wait_for_nodes` do, raises :class:`RunStopped`
+    (``why``) once ``stop`` is set."""
 
     def __init__(self, grid, stop: threading.Event, why: str = "the strategy was stopped",
                  pull_seconds: tuple[float, float] | None = None):
