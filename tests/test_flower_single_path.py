@@ -37,6 +37,8 @@ CASES = {
     "local-separate-starts": {"algo": "local", "local_train_steps": 5, "local_init": "separate"},
     # restarts with gradient averaging: every run's gradient from one query.gradient (the client's choice)
     "ifca-gradient-restarts": {"algo": "ifca", "averaging": "gradient", "n_init": 2, "step_size": 0.5},
+    # FedAvg's restarts over step sizes with gradient averaging (the client's choice)
+    "global-gradient-step-sizes": {"algo": "global", "averaging": "gradient", "step_size": [0.1, 0.5]},
     # restarts over step sizes with model averaging: the server's choice, one train exchange per run
     "ifca-step-sizes-minibatch": {"algo": "ifca", "n_init": 2, "step_size": [0.05, 0.3], "batch_size": 8},
 }

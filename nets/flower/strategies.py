@@ -302,7 +302,8 @@ class FlowerStrategy(Strategy):
             step = {"lr": steps[0]} if np.ndim(p["step_size"]) == 0 else {"step_sizes": steps}
             # the server's two exchanges per round (its minibatch order travels with each train message); a
             # gradient of every run of restarts needs the client's choice (no local steps, so no order)
-            options = {"averaging": p["averaging"], "client_choice": p["averaging"] == "gradient" and runs > 1,
+            restarts = (p["n_init"] if algo == "ifca" else 1) * len(steps)
+            options = {"averaging": p["averaging"], "client_choice": p["averaging"] == "gradient" and restarts > 1,
                        "local_steps": p["local_steps"], "init": p["init"], **step, **common}
             cls, args = (IFCA, (k,)) if algo == "ifca" else (Global, ())
             options.update({"n_init": p["n_init"]} if algo == "ifca" else {})
