@@ -155,6 +155,13 @@ def test_bad_input_is_one_line_exit_2(argv, expect, capsys):
     assert code == 2 and err.count("\n") == 1 and expect in err, err
 
 
+def test_algo_param_the_strategy_sets_is_refused():
+    """An estimator hyper-parameter the public strategy sets from the run's flags and seed (SR-FCA's ``start``,
+    settable from Python only) is refused in one line, not silently replaced."""
+    with pytest.raises(ValueError, match=r"--algo-param start=\.\.\. is not available in a Flower run"):
+        strategy_for({**BASE, "algo": "srfca", "threshold": 1.0}, algo_params={"start": np.zeros(3)})
+
+
 @pytest.mark.parametrize("argv", [
     ["--algo", "ifca", "--threshold", "1"],  # SR-FCA's
     ["--algo", "ifca", "--cfl-eps1", "0.1"],  # CFL's (an algorithm without a Flower strategy)

@@ -152,6 +152,9 @@ class FlowerStrategy(Strategy):
         if self.p.get("validation", 0.0) > 0:  # the clients would train on the held-out samples without a word
             raise ValueError("validation is not available in a Flower run: its clients hold out no validation split")
         self.algo_params = check_algo_params(self.algo, algo_params)
+        for key in sorted(set(self.algo_params) & set(DRIVER_PARAMS)):  # the public strategy's own (the driver's)
+            raise ValueError(f"--algo-param {key}=... is not available in a Flower run: the strategy sets it "
+                             f"({DRIVER_PARAMS[key]}, from the run's flags and seed)")
 
         # the estimator's own checks of its hyper-parameters (e.g. SR-FCA's threshold), before any message
         make_estimator(self.algo, _hyper(self.p, ALGOS[self.algo], 1, self.p["init"], 0, np.random.default_rng(0),
