@@ -147,6 +147,8 @@ def test_run_config_of_pyproject_is_a_valid_experiment():
     (["--algo", "ifca", "--validation", "0.2"], "validation is not available in a Flower run"),
     (["--algo", "ifca", "--timeout", "0"], "timeout must be in (0, inf), got 0.0"),
     (["--algo", "ifca", "--algo-param", "x=1", "--algo-param", "x=2"], "--algo-param x=... is given twice"),
+    (["--algo", "ifca", "--averaging", "gradient", "--algo-param", "stopping=converged"],
+     "stopping='converged' is not available in a Flower strategy"),
     (["--algo", "ifca", "--rounds", "1", "--rounds", "2"], "--rounds given twice"),
 ])
 def test_bad_input_is_one_line_exit_2(argv, expect, capsys):

@@ -270,6 +270,8 @@ def test_estimator_params_are_checked():
         IFCA(n_clusters=2, estimator_params={"n_init": 3})
     with pytest.raises(ValueError, match=r"may not set 'random_state'.*seed"):
         CLoVE(n_clusters=2, estimator_params={"random_state": 1})
+    with pytest.raises(ValueError, match=r"stopping='converged' is not available in a Flower strategy"):
+        IFCA(n_clusters=2, estimator_params={"stopping": "converged"})
     with pytest.raises(TypeError, match="estimator_params must be a dict"):
         SRFCA(threshold=1.0, estimator_params=[("beta", 0.2)])
     grid = InlineGrid(torch_client_app(_net, full_batch_data), N_NODES)

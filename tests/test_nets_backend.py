@@ -115,6 +115,20 @@ def test_ifca_fit_batched_equals_looped(averaging):
     np.testing.assert_allclose(fits[0].models_, fits[1].models_, rtol=1e-9, atol=1e-11)
 
 
+def test_ifca_converged_stopping_runs_on_torch_stacks():
+    """stopping='converged' (runs leave the stack once their result is known; a model without clients last round
+    reuses its losses) on a TorchBackend: the gradients of the scored and the reused rows are assembled in the
+    backend's own stack, and with no run stopping early the fit is the fixed protocol's."""
+    fast, _ = _backends()
+    kw = dict(n_clusters=3, n_rounds=4, step_size=0.5, averaging="gradient", init="default", n_init=2,
+              random_state=11)
+    fixed = IFCA(**kw).fit(fast)
+    conv = IFCA(stopping="converged", tol=0.0, **kw).fit(fast)
+    assert (conv.result_.extra["run_rounds"] == 4).all()
+    np.testing.assert_array_equal(conv.labels_, fixed.labels_)
+    np.testing.assert_allclose(conv.models_, fixed.models_, rtol=1e-9, atol=1e-11)
+
+
 def test_chunking_does_not_change_results():
     big, _ = _backends(batch_size=4)
     small, _ = _backends(batch_size=4, memory_budget=2**20)

@@ -292,10 +292,7 @@ class ClusteredStrategy(Strategy):
         self.monitor = monitor
         if estimator_params is not None and not isinstance(estimator_params, dict):
             raise TypeError(f"estimator_params must be a dict of hyper-parameters by name, got {estimator_params!r}")
-        for key in estimator_params or {}:
-            if key in DRIVER_PARAMS:
-                raise ValueError(f"estimator_params may not set {key!r}: the strategy runs on it (its own option "
-                                 f"sets it: {DRIVER_PARAMS[key]})")
+        check_estimator_params(estimator_params or {})
         self.estimator_params = dict(estimator_params or {})
         self.layout: Layout | None = None
         self.models = np.zeros((0, 0))
@@ -825,6 +822,21 @@ class ClusteredStrategy(Strategy):
                                                       self.labels, self.partitions))
             if metrics is not None:
                 result.evaluate_metrics_serverapp[rnd] = metrics
+
+def check_estimator_params(params: dict) -> None:
+    """Refuse (ValueError, one line) estimator hyper-parameters a Flower strategy cannot take: those its driver runs
+    on (:data:`DRIVER_PARAMS`, set by the strategy's own options) and IFCA's ``stopping="converged"``, whose runs
+    leave the stack as their verdicts come in (the theory checks' protocol), where the strategy's messages and round
+    records carry every run every round."""
+    for key in params:
+        if key in DRIVER_PARAMS:
+            raise ValueError(f"estimator_params may not set {key!r}: the strategy runs on it (its own option sets "
+                             f"it: {DRIVER_PARAMS[key]})")
+    if params.get("stopping", "fixed") != "fixed":
+        raise ValueError(f"stopping={params['stopping']!r} is not available in a Flower strategy: its runs leave "
+                         "the stack as their verdicts come in, where every message and round record carries every "
+                         "run (stopping='fixed')")
+
 
 def _check_step_sizes(step_sizes) -> tuple[float, ...]:
     """IFCA's step sizes to restart over: a non-empty list of finite numbers > 0 (ValueError in one line)."""

@@ -67,6 +67,7 @@ from .clustered import (
     ClusteredStrategy,
     Global,
     Local,
+    check_estimator_params,
 )
 from .session import RunStopped, StoppableGrid
 
@@ -155,6 +156,7 @@ class FlowerStrategy(Strategy):
         for key in sorted(set(self.algo_params) & set(DRIVER_PARAMS)):  # the public strategy's own (the driver's)
             raise ValueError(f"--algo-param {key}=... is not available in a Flower run: the strategy sets it "
                              f"({DRIVER_PARAMS[key]}, from the run's flags and seed)")
+        check_estimator_params({k: v for k, v in self.algo_params.items() if k not in DRIVER_PARAMS})
 
         # the estimator's own checks of its hyper-parameters (e.g. SR-FCA's threshold), before any message
         make_estimator(self.algo, _hyper(self.p, ALGOS[self.algo], 1, self.p["init"], 0, np.random.default_rng(0),

@@ -473,7 +473,7 @@ def _pass_reusing_idle(backend, models, k: int, idle: np.ndarray, L_prev: np.nda
     L_act, _, G_act = backend.losses_and_weighted_gradients(backend.take(models, act), choose)
     L = np.empty((m, M))
     L[:, act], L[:, still] = L_act, L_prev[:, still]
-    G = np.zeros((M, G_act.shape[1]), dtype=G_act.dtype)
+    G = backend.from_numpy(np.zeros((M, backend.n_params)))  # the backend's own stack (numpy or torch rows)
     G[act] = G_act
     again = np.flatnonzero(W_still.any(0))
     if len(again):  # chosen again: their gradients at the unmoved models, in one more pass
