@@ -37,6 +37,13 @@ CASES = {
     "local-separate-starts": {"algo": "local", "local_train_steps": 5, "local_init": "separate"},
     # restarts with gradient averaging: every run's gradient from one query.gradient (the client's choice)
     "ifca-gradient-restarts": {"algo": "ifca", "averaging": "gradient", "n_init": 2, "step_size": 0.5},
+    # SR-FCA as its public code runs it (sr-fca@a1b418f: per-client starts, pivot clustering), an --algo-param
+    "srfca-public-code": {"algo": "srfca", "clients": 8, "n_per_client": 30, "threshold": 1e6, "trmean_steps": 2,
+                          "local_train_steps": 20, "step_size": 0.3, "algo_params": {"variant": "public-code"}},
+    # SR-FCA keeping no cluster (cross-cluster losses far above the threshold): every client unassigned, as in
+    # nets run, with nets run's ARI (not the "no client answered" rule)
+    "srfca-no-cluster": {"algo": "srfca", "clients": 8, "n_per_client": 30, "threshold": 1.0, "dist": "cross",
+                         "trmean_steps": 2, "local_train_steps": 20, "step_size": 0.3},
     # FedAvg's restarts over step sizes with gradient averaging (the client's choice)
     "global-gradient-step-sizes": {"algo": "global", "averaging": "gradient", "step_size": [0.1, 0.5]},
     # restarts over step sizes with model averaging: the server's choice, one train exchange per run
@@ -55,13 +62,14 @@ def one_thread():
 @pytest.mark.parametrize("name", list(CASES))
 def test_public_client_contract_reproduces_nets_run(name, monkeypatch):
     params = {**BASE, **CASES[name]}
+    algo_params = params.pop("algo_params", {})
     seen: list[np.ndarray] = []
     metrics = experiment._metrics
     monkeypatch.setattr(experiment, "_metrics", lambda labels, truth: (seen.append(np.array(labels)),
                                                                        metrics(labels, truth))[1])
-    want = experiment.run_experiment(params, history=True)
+    want = experiment.run_experiment(params, algo_params=algo_params, history=True)
     monkeypatch.undo()
-    strategy = strategy_for(params, history=True)
+    strategy = strategy_for(params, algo_params=algo_params, history=True)
     grid = InlineGrid(app, params["clients"])
     strategy.start(grid)
     got = strategy.record
@@ -70,7 +78,10 @@ def test_public_client_contract_reproduces_nets_run(name, monkeypatch):
         assert np.array_equal(a, b), f"call {t}: flower {a.tolist()} != nets run {b.tolist()}"
     for key in ("ari", "n_clusters", "unassigned"):
         assert got[key] == want[key], key
-    assert want["n_clusters"] >= 1 and want["unassigned"] < params["clients"]  # a clustering, not all alone
+    if name != "srfca-no-cluster":  # a clustering, not all alone
+        assert want["n_clusters"] >= 1 and want["unassigned"] < params["clients"]
+    else:
+        assert want["unassigned"] == params["clients"] and got["ari"] == want["ari"] is not None
     for key in ("test_accuracy", "test_loss", "test_accuracy_train_identity", "test_loss_train_identity"):
         assert got.get(key) == pytest.approx(want.get(key), abs=1e-4), key
     # only the contract's message types went out

@@ -347,7 +347,7 @@ class FlowerStrategy(Strategy):
         record = {
             "dataset": p["dataset"], "algo": algo, "model": facts["model"], "task": p["task"],
             "test_accuracy": final["test_accuracy"], "test_loss": final["test_loss"],
-            **_clustering_scores(labels, truth),
+            **_clustering_scores(labels, truth, bool(self._log.silent())),
             "n_clusters": int(res.n_clusters), "rounds": int(p["rounds"]) if spec.restarts else int(res.rounds),
             "clients": m, "n_per_client": int(facts["n_per_client"]), "n_params": self._layout.n_params,
             # each client trains alone on its own SuperNode: nothing is batched across clients
@@ -532,7 +532,7 @@ class _Monitor:
             return {}
         full = np.array(labels, dtype=np.int64)
         self.labels.append(full)
-        scores = _clustering_scores(full, self.truth)
+        scores = _clustering_scores(full, self.truth, t in self.strategy._log.silent())
         sizes = np.bincount(full[full >= 0], minlength=int(full.max(initial=-1)) + 1)
         row = {"round": t, "run": self._pending, "ari": scores["ari"], "misclustering": scores["misclustering"],
                "cluster-sizes": [int(c) for c in sizes], "unassigned": int((full < 0).sum())}
@@ -553,14 +553,16 @@ class _Monitor:
         return {"rounds": [r["round"] for r in rows], **{k: [r.get(k) for r in rows] for k in keys}}
 
 
-def _clustering_scores(labels, truth) -> dict:
-    """:func:`nets.evaluate.clustering_scores`, but a clustering in which no client is assigned has no ARI.
+def _clustering_scores(labels, truth, silent: bool) -> dict:
+    """:func:`nets.evaluate.clustering_scores`, but a clustering in which no client is assigned because none
+    answered (``silent``) has no ARI.
 
     Unassigned clients (-1) count as singletons in the ARI; with every client unassigned against singleton clusters
-    (as many clusters as clients) that would read 1.0 for a run in which no client answered.
+    (as many clusters as clients) that would read 1.0 for a run in which no client answered.  A clustering that
+    leaves every client out for the algorithm's own reasons (SR-FCA keeping no cluster) keeps ``nets run``'s ARI.
     """
     scores = clustering_scores(labels, truth)
-    if truth is not None and len(labels) and (np.asarray(labels) < 0).all():
+    if silent and truth is not None and len(labels) and (np.asarray(labels) < 0).all():
         scores["ari"] = None
     return scores
 

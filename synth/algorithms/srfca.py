@@ -538,7 +538,9 @@ class SRFCA(Estimator):
         starts = backend.to_numpy(backend.init_models(backend.n_clients, scheme, rng))
         local = backend.local_models(v["local"], v["local_train_steps"], v["local_step_size"], init=starts)
         local_losses = backend.losses(local) if dist == "cross" else None
-        labels = pivot_clusters(_threshold_graph(client_distances(backend, local, dist, local_losses), lam), rng, t)
+        D = client_distances(backend, local, dist, local_losses)
+        self.distance_quantiles_, self.threshold_ = distance_quantiles(D), lam  # as the paper variant reports them
+        labels = pivot_clusters(_threshold_graph(D, lam), rng, t)
         one_shot_labels = labels.copy()
         models = self._cluster_means(backend, local, labels)
         self._record(history, 0, models, labels, backend)
