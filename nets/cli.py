@@ -36,7 +36,8 @@ def _configure_run(sub: argparse.ArgumentParser, looped: bool = True) -> None:
         flag = "--" + name.replace("_", "-")
         # a help text that states its own default (what None means) is not given a second one
         shown = spec.help if "(default" in spec.help else f"{spec.help} (default: {spec.default})"
-        kwargs = {"dest": name, "default": argparse.SUPPRESS, "type": typed_flag(spec.kind, flag), "help": shown}
+        kwargs = {"dest": name, "default": argparse.SUPPRESS, "type": typed_flag(spec.kind, flag, spec.words),
+                  "help": shown}
         if spec.choices:
             kwargs["metavar"] = "{" + ",".join(spec.choices) + "}"
         flags = [flag]

@@ -80,7 +80,8 @@ PARAMS: dict[str, Param] = {
                                "(default: rounds * local_steps)", low=1),
     # SR-FCA (and ONE_SHOT-IFCA)
     "threshold": Param("float", None, "SR-FCA lambda: distance threshold of ONE_SHOT and MERGE (required for srfca, "
-                       "oneshot-ifca)", low=0.0, low_inclusive=False),
+                       "oneshot-ifca; 'auto': SR-FCA's cut at the largest gap of ONE_SHOT's pairwise distances, "
+                       "the paper variant)", low=0.0, low_inclusive=False, words=("auto",)),
     "min_size": Param("int", 2, "SR-FCA t: least clients of a kept cluster", low=1),
     "beta": Param("float", 0.1, "SR-FCA trimming level of TrMean_beta, in [0, 1/2)", low=0.0, high=0.5,
                   high_inclusive=False),
@@ -379,6 +380,7 @@ def run_experiment(params: dict[str, Any], *, history: bool = False, batched: bo
         record.update(code_scores(test, res.extra["scored_models"], res.extra["scored_labels"]))
     if "status" in res.extra:  # e.g. SR-FCA: why no cluster survived
         record["status"] = str(res.extra["status"])
+    record.update(chosen_threshold(p, est))
     if machines is not None:
         record.update(machines)
     if "splits" in res.extra:  # CFL: when it split, and the norms its split test (Sattler et al. Alg. 1) compares
@@ -411,6 +413,15 @@ def _check_work(p, algo_params, fed, model, train, k, runs, start) -> None:
     if timed:
         check_time(cost["seconds"], what, hint="lower --rounds, --local-steps, --local-train-steps, --n-init or the "
                    "sizes")
+
+
+def chosen_threshold(p: dict, est) -> dict:
+    """SR-FCA's ``threshold="auto"``: the number it took (ONE_SHOT's and MERGE's lambda, ``threshold_``) and the
+    quantiles of the pairwise distances it cut, for the record; nothing for a given threshold."""
+    if p.get("threshold") != "auto" or not hasattr(est, "threshold_"):
+        return {}
+    return {"threshold_chosen": float(est.threshold_),
+            "distance_quantiles": [float(q) for q in getattr(est, "distance_quantiles_", [])]}
 
 
 def _hyper(p, spec, k, init, start, rng, recorder, algo_params) -> dict:

@@ -81,12 +81,15 @@ def _all_options(parser: argparse.ArgumentParser) -> list[str]:
 _CONVERT = {"int": int, "float": float, "str": str, "ints": str, "floats": str}
 
 
-def typed_flag(kind: str, flag: str):
+def typed_flag(kind: str, flag: str, words: tuple[str, ...] = ()):
     def convert(text: str):
+        if text in words:
+            return text
         try:
             return _CONVERT[kind](text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} expects {'an integer' if kind == 'int' else 'a number'}, "
+            what = "an integer" if kind == "int" else "a number"
+            raise argparse.ArgumentTypeError(f"{flag} expects {what}{''.join(f' or {w!r}' for w in words)}, "
                                              f"got {text!r}") from None
     return convert
 

@@ -36,7 +36,8 @@ __all__ = ["ALGORITHMS", "PARAMS", "IFCAVerdict", "Param", "fit_experiment", "ma
 
 @dataclass(frozen=True)
 class Param:
-    """One experiment parameter: type (int, float, str, ints, floats), default, help, checks."""
+    """One experiment parameter: type (int, float, str, ints, floats), default, help, checks; ``words``: strings a
+    number parameter also takes (SR-FCA's ``threshold="auto"``)."""
 
     kind: str
     default: Any
@@ -46,10 +47,13 @@ class Param:
     high: float | None = None
     low_inclusive: bool = True
     high_inclusive: bool = True
+    words: tuple[str, ...] = ()
 
     def check(self, name: str, value: Any) -> Any:
         if value is None:
             return None
+        if isinstance(value, str) and value in self.words:
+            return value
         if self.kind == "str":
             return check_choice(name, value, self.choices) if self.choices else str(value)
         if self.kind in ("ints", "floats"):

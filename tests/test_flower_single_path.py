@@ -40,6 +40,9 @@ CASES = {
     # SR-FCA as its public code runs it (sr-fca@a1b418f: per-client starts, pivot clustering), an --algo-param
     "srfca-public-code": {"algo": "srfca", "clients": 8, "n_per_client": 30, "threshold": 1e6, "trmean_steps": 2,
                           "local_train_steps": 20, "step_size": 0.3, "algo_params": {"variant": "public-code"}},
+    # SR-FCA's automatic threshold (the largest gap of ONE_SHOT's cross-cluster losses): the record names it
+    "srfca-auto-threshold": {"algo": "srfca", "clients": 8, "n_per_client": 30, "threshold": "auto",
+                             "dist": "cross", "trmean_steps": 2, "local_train_steps": 20, "step_size": 0.3},
     # SR-FCA keeping no cluster (cross-cluster losses far above the threshold): every client unassigned, as in
     # nets run, with nets run's ARI (not the "no client answered" rule)
     "srfca-no-cluster": {"algo": "srfca", "clients": 8, "n_per_client": 30, "threshold": 1.0, "dist": "cross",
@@ -82,8 +85,10 @@ def test_public_client_contract_reproduces_nets_run(name, monkeypatch):
         assert want["n_clusters"] >= 1 and want["unassigned"] < params["clients"]
     else:
         assert want["unassigned"] == params["clients"] and got["ari"] == want["ari"] is not None
-    for key in ("test_accuracy", "test_loss", "test_accuracy_train_identity", "test_loss_train_identity"):
+    for key in ("test_accuracy", "test_loss", "test_accuracy_train_identity", "test_loss_train_identity",
+                "test_accuracy_code", "threshold_chosen"):  # the last two: SR-FCA's public code, threshold 'auto'
         assert got.get(key) == pytest.approx(want.get(key), abs=1e-4), key
+    assert set(got) == set(want) | {"flower"}  # nets run's record, plus what the Flower side cost
     # only the contract's message types went out
     assert {m.metadata.message_type for m in grid.sent} <= {"query.losses", "train", "query.gradient", "evaluate"}
     if params.get("batch_size"):  # nets run's minibatches: each train message carries the client's sample order

@@ -52,8 +52,19 @@ def test_errors_are_one_line_exit_2(capsys, tmp_path):
     assert "n_init must be an integer in [1, inf), got 0" in err
     err = _error(capsys, ["run", *TINY, "--algo", "ifca", "--algo-param", "n_init=2"])
     assert "named flag controls (use --n-init)" in err
+    assert "--threshold expects a number or 'auto', got 'autp'" in _error(capsys, ["run", "--threshold", "autp"])
     if not torch.cuda.is_available():
         assert "torch sees no CUDA GPU" in _error(capsys, ["run", *TINY, "--device", "cuda"])
+
+
+def test_srfca_automatic_threshold_is_recorded(capsys):
+    """``--threshold auto``: SR-FCA cuts ONE_SHOT's pairwise distances at their largest gap; the record names the
+    number it took, which lies within the quantiles of the distances it cut (also recorded)."""
+    assert main(["run", *TINY, "--algo", "srfca", "--threshold", "auto", "--dist", "cross", "--trmean-steps", "2",
+                 "--local-train-steps", "10", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    q = record["distance_quantiles"]
+    assert len(q) == 7 and q[0] <= record["threshold_chosen"] <= q[-1]
 
 
 def test_batched_equals_looped_end_to_end():

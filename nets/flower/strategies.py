@@ -331,6 +331,8 @@ class FlowerStrategy(Strategy):
 
     def _fit(self, facts: dict) -> ClusteredResult:
         """The public strategy's run on the described federation, then ``nets run``'s final scoring and record."""
+        from ..experiment import chosen_threshold
+
         p, algo, spec, public = self.p, self.algo, ALGOS[self.algo], self._public
         m = int(p["clients"])
         initial = self._start  # Local's start; the others draw theirs from the seed (init) and take its layout
@@ -356,8 +358,11 @@ class FlowerStrategy(Strategy):
             "algo_params": dict(sorted(self.algo_params.items())),
         }
         record.update(train_identity_scores(self.evaluate, models, spec.rule, labels))
+        if "scored_labels" in res.extra:  # SR-FCA's public-code variant: the accuracy its code reports
+            record.update(self._code_scores(public._numpy(res.extra["scored_models"]), res.extra["scored_labels"]))
         if "status" in res.extra:
             record["status"] = str(res.extra["status"])
+        record.update(chosen_threshold(p, public._est))
         best = int(res.extra.get("best_run", 0)) if spec.restarts else 0
         if self.history:
             record["history"] = self._monitor.history(best)
@@ -492,6 +497,19 @@ class FlowerStrategy(Strategy):
         if rule == "own":  # Local: client i is scored with its own model; a removed client by the min-loss rule
             return self.evaluate(models, "cluster", labels)
         return self.evaluate(models, rule, labels if rule == "cluster" else None)
+
+    def _code_scores(self, models: np.ndarray, labels) -> dict:
+        """:func:`nets.evaluate.code_scores` on the clients: each clustered client's test accuracy on its
+        cluster's model (an ``evaluate`` exchange), averaged with weight 1 over those that answered."""
+        labels = np.asarray(labels, dtype=np.int64)
+        clustered = np.flatnonzero(labels >= 0)
+        if not len(clustered) or len(models) == 0:
+            return {"test_accuracy_code": None, "clustered_clients_code": 0}
+        M = models.astype(np.float64 if self.p["dtype"] == "float64" else np.float32, copy=False)
+        ans = self.exchange("evaluate", clustered, {}, rows=[M[j:j + 1] for j in labels[clustered]])
+        acc = ans.table("eval-acc", 1)[ans.answered, 0]
+        return {"test_accuracy_code": float(acc.mean()) if len(acc) else None,
+                "clustered_clients_code": int(len(clustered))}
 
     def evaluate(self, models, rule: str, labels: np.ndarray | None = None) -> dict:
         """Test loss and accuracy of ``models`` by ``rule`` (:func:`nets.evaluate.evaluate`), on the clients that
