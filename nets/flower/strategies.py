@@ -258,7 +258,9 @@ class FlowerStrategy(Strategy):
         _RUNNING.add(self)  # stop_running() (the app runner's Ctrl-C) ends it as it ends the public strategies
         try:
             self._grid.check()
-            facts = self._known if self._known is not None else self._facts()
+            if self._known is None:  # preflight builds it before Ray starts; a run without preflight builds it here
+                self._known = self._facts()
+            facts = self._known
             self._public = self._public_strategy(facts)
             self._describe(facts)
             result = self._fit(facts)
@@ -603,7 +605,7 @@ class _NetsRun:
 
     def _known_clients(self, m: int) -> dict:
         owner = self._owner
-        facts = owner._known if owner._known is not None else owner._facts()
+        facts = owner._known  # built before the run (FlowerStrategy.start)
         return {"exchange": owner.exchange, "n_samples": facts["n_train"], "batch_size": owner.p["batch_size"],
                 "seed": facts["seed"], "n_max": facts["n_per_client"]}
 
