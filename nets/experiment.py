@@ -609,7 +609,9 @@ class _Recorder:
     """
 
     def __init__(self, test, truth, rule, eval_every, rounds, n_runs, k, on_round):
-        self.test, self.truth, self.rule = test, truth, rule
+        # test: the clients' test data (a TorchBackend), or score(models, rule, labels) -> dict (nets flower's)
+        self.score = test if callable(test) else lambda models, rule, labels: evaluate(test, models, rule, labels)
+        self.truth, self.rule = truth, rule
         self.eval_every, self.rounds, self.n_runs, self.k = eval_every, rounds, n_runs, k
         self.on_round = on_round
         self.offset = 0
@@ -626,11 +628,11 @@ class _Recorder:
     def __call__(self, t: int, models: np.ndarray, labels: np.ndarray) -> dict:
         t = t + self.offset
         run = len(self._pending)
-        row = {"round": t, "run": run, **_metrics(labels, self.truth)}
+        row = {"round": t, "run": run, **self._clustering(t, labels)}
         due = self.eval_every and ((t + 1) % self.eval_every == 0 or t == self.rounds - 1)
         # an empty stack (e.g. SR-FCA's ONE_SHOT kept no cluster) has nothing to evaluate this round
         if due and self.rule != "own" and len(models) > 0:
-            scored = evaluate(self.test, models, self.rule, labels if self.rule == "cluster" else None)
+            scored = self.score(models, self.rule, labels if self.rule == "cluster" else None)
             row.update(test_accuracy=scored["test_accuracy"], test_loss=scored["test_loss"])
         self.rows.append(row)
         self._pending.append(models)
@@ -644,6 +646,9 @@ class _Recorder:
             if self.on_round is not None:
                 self.on_round(t)
         return {}
+
+    def _clustering(self, t: int, labels) -> dict:
+        return _metrics(labels, self.truth)
 
     def seconds(self) -> float:
         return self._seconds + time.perf_counter() - self._t0

@@ -19,17 +19,16 @@ The three strategies share the exchange (:meth:`ClusteredStrategy._engine_exchan
 the reply check :func:`reply_defect` -- a malformed or non-finite reply loses its client -- and lost clients), the
 result records and the driver (:meth:`ClusteredStrategy.start`).  ``nets flower``'s strategies
 (:mod:`nets.flower.strategies`) are these strategies, built from ``nets run``'s parameters.  The driver, its
-exchange, the reply checks, the backend over the user's clients (:class:`_ClientsBackend`, which calls back into
-the exchange) and the five front-ends are one module of over 1,000 lines because each piece reaches into the
-driver's state.
+exchange, the reply checks and the five front-ends are one module of over 1,000 lines because each piece reaches
+into the driver's state.
 
 Each algorithm exists once, in :mod:`synth.algorithms`: IFCA (IFCA journal Alg. 2), CLoVE (Alg. 1) and SR-FCA
 (Alg. 1-4) are the estimators themselves, :class:`synth.algorithms.ifca.IFCA`, :class:`synth.algorithms.clove.CLoVE`
 and :class:`synth.algorithms.srfca.SRFCA`, the ones of ``nets run``, run on the server
 (:meth:`ClusteredStrategy.start`): each of their operations on client data (losses, local updates, local models,
-gradients) is one exchange of the contract's messages (:class:`_ClientsBackend`, a
-:class:`~nets.flower.backend.FederatedBackend` on the user's model layout, flat float64 vectors of
-:class:`~nets.flower.arrays.Layout`), so they take ``nets run``'s decisions from the same numbers.  With IFCA's
+gradients) is one exchange of the contract's messages (:class:`~nets.flower.backend.FederatedBackend` on the
+user's model layout, flat float64 vectors of :class:`~nets.flower.arrays.Layout`), so they take ``nets run``'s
+decisions from the same numbers.  With IFCA's
 ``client_choice=True`` one message per client and round carries every model with ``choose="lowest-loss"``: the
 client trains its lowest-loss model and returns it with its losses, from which the estimator assigns.
 ``config["server-round"]`` counts the exchanges; the records count the estimator's rounds (SR-FCA's: ONE_SHOT's
@@ -153,7 +152,7 @@ class RoundFailed(RuntimeError):
 
 
 class _Replies:
-    """The operations on model stacks of :class:`_ClientsBackend`: :class:`synth.backend.GLMBackend`'s (one
+    """The operations on model stacks of :class:`FederatedBackend`: :class:`synth.backend.GLMBackend`'s (one
     implementation), on float64 numpy rows."""
 
     def __init__(self, n_params: int):
@@ -330,8 +329,19 @@ class ClusteredStrategy(Strategy):
         """The runs' distinct starts (IFCA's ``n_init``: each is run once per step size)."""
         return self._runs()
 
-    def _backend(self, m: int) -> _ClientsBackend:
-        raise NotImplementedError
+    def _backend(self, m: int, cls: type[FederatedBackend] = FederatedBackend, **options) -> FederatedBackend:
+        """The estimator's backend over the ``m`` nodes: the model stacks are float64 numpy rows of
+        :class:`~nets.flower.arrays.Layout` (the server knows the model only from ``initial_arrays``) or
+        ``stacks``', the exchanges are :meth:`_engine_exchange`; ``options``: the algorithm's (``choose``, ...)."""
+        stacks = _Replies(self.layout.n_params) if self.stacks is None else self.stacks
+        if stacks.n_params != self.layout.n_params:
+            raise ValueError(f"stacks hold models of {stacks.n_params} parameters; the model has "
+                             f"{self.layout.n_params} (initial_arrays)")
+        # each client's weighted_by_key (num-examples) as its replies say, unless the strategy knows them
+        known = {"exchange": self._engine_exchange, "n_samples": np.ones(m, dtype=np.int64), **self._known_clients(m)}
+        return cls(known.pop("exchange"), stacks, known.pop("n_samples"), lr_decay=self.lr_decay,
+                   integer=self.layout.integer, local_start=lambda: self._start[None], step_sizes=self._run_step_sizes,
+                   on_round=self._begin_round, **known, **options)
 
     def _estimator(self, m: int, rounds: int, train: dict, starts: np.ndarray, monitor):
         raise NotImplementedError
@@ -355,7 +365,7 @@ class ClusteredStrategy(Strategy):
         """A stack of the estimator's models as float64 numpy rows (the records, the result)."""
         return np.asarray(models if self.stacks is None else self.stacks.to_numpy(models), dtype=np.float64)
 
-    def _round_extra(self, t: int, runs: list[tuple[np.ndarray, np.ndarray]], backend: _ClientsBackend) -> dict:
+    def _round_extra(self, t: int, runs: list[tuple[np.ndarray, np.ndarray]], backend: FederatedBackend) -> dict:
         """Round ``t``'s metrics beyond the clusters: the objective, each answering client's loss at its model
         (the run shown)."""
         idx, L = backend.round_losses
@@ -426,7 +436,7 @@ class ClusteredStrategy(Strategy):
         """Not Flower's round loop: the estimator makes the exchanges (:meth:`start`)."""
         raise RuntimeError(f"{type(self).__name__}'s rounds are the estimator's; run it with start()")
 
-    def _record_round(self, t: int, runs: list[tuple[np.ndarray, np.ndarray]], backend: _ClientsBackend,
+    def _record_round(self, t: int, runs: list[tuple[np.ndarray, np.ndarray]], backend: FederatedBackend,
                       result: ClusteredResult) -> None:
         """Round ``t``'s records: the clusters (with restarts, of the run of lowest total loss this round: IFCA
         Sec. VI-A's rule) and the clients' train metrics."""
@@ -733,7 +743,7 @@ class ClusteredStrategy(Strategy):
 
     def _engine_exchange(self, action: str, clients: np.ndarray, config: dict, *, common=None, rows=None,
                          each=None, runs: int = 0):
-        """One exchange of the estimator's backend (:class:`_ClientsBackend`) in the contract's messages.
+        """One exchange of the estimator's backend (:class:`FederatedBackend`) in the contract's messages.
 
         ``clients`` index the federation; ``common``: model rows every client gets (stacked), ``rows``: each
         client's own (one model's record), ``each``: each client's own settings; ``runs``: the message asks
@@ -925,26 +935,6 @@ def _check_finite(layout: Layout, vector: np.ndarray, what: str) -> None:
                          "from must be finite")
 
 
-def _keep_integers(layout: Layout, new: np.ndarray, old: np.ndarray, weights: np.ndarray | None,
-                   values: np.ndarray) -> np.ndarray:
-    """The integer (and boolean) entries of aggregated models, which are not averaged: a model that averages
-    ``values`` (``weights`` ``(n, k)``, model ``g`` the mean of the rows with ``weights[:, g] != 0``) takes the
-    largest of their values (BatchNorm's ``num_batches_tracked``: the most batches any of them has seen); a
-    gradient step (``weights`` None) and a model without rows keep ``old``'s."""
-    mask = layout.integer
-    if not mask.any():
-        return new
-    new = np.array(new, dtype=np.float64)
-    new[:, mask] = np.asarray(old, dtype=np.float64)[:, mask]
-    if weights is not None:
-        weights, values = np.asarray(weights), np.asarray(values, dtype=np.float64)
-        for g in range(new.shape[0]):
-            rows = weights[:, g] != 0
-            if rows.any():
-                new[g, mask] = values[rows][:, mask].max(0)
-    return new
-
-
 def _train_losses(ok: dict[int, RecordDict], weight: str = NUM_EXAMPLES) -> dict[int, tuple[float, float]]:
     out = {}
     for node, content in ok.items():
@@ -954,148 +944,12 @@ def _train_losses(ok: dict[int, RecordDict], weight: str = NUM_EXAMPLES) -> dict
     return out
 
 
-class _ClientsBackend(FederatedBackend):
-    """The estimator's :class:`~nets.flower.backend.FederatedBackend` over a user's ClientApp: the model stacks are
-    float64 numpy rows of :class:`~nets.flower.arrays.Layout` (the server knows the model only from
-    ``initial_arrays``), the exchanges are the strategy's (:meth:`ClusteredStrategy._engine_exchange`).
-
-    ``choose`` (IFCA's ``client_choice``): the round's losses come from one ``train`` (or ``query.gradient``)
-    exchange that carries every model with ``config["choose"] = "lowest-loss"``: each client returns its losses
-    and the update of (or gradient at) its lowest-loss model of every run, which the estimator's
-    ``local_update`` (one call per run) and ``weighted_gradients`` of the same round then take.  The estimator
-    assigns by the same argmin of the same losses, so the decisions are those of two exchanges, with half the
-    messages.  Integer arrays (BatchNorm's ``num_batches_tracked``) are not averaged: a model averaged over
-    clients takes the largest of their values, a gradient step leaves them (:func:`_keep_integers`'s rule).
-    """
-
-    def __init__(self, strategy: ClusteredStrategy, m: int, choose: str | None = None, runs: int = 1,
-                 normalise: str = "total"):
-        stacks = _Replies(strategy.layout.n_params) if strategy.stacks is None else strategy.stacks
-        if stacks.n_params != strategy.layout.n_params:
-            raise ValueError(f"stacks hold models of {stacks.n_params} parameters; the model has "
-                             f"{strategy.layout.n_params} (initial_arrays)")
-        # each client's weighted_by_key (num-examples) as its replies say (a count the estimators check at fit;
-        # a float key, e.g. a weight, is kept as it is once replies arrive), unless the strategy knows them
-        known = strategy._known_clients(m)
-        super().__init__(known.pop("exchange", strategy._engine_exchange), stacks,
-                         known.pop("n_samples", np.ones(m, dtype=np.int64)), lr_decay=strategy.lr_decay, **known)
-        self._strategy, self.choose, self.runs, self.normalise = strategy, choose, int(runs), normalise
-        self._integer = strategy.layout.integer
-        self._chosen: dict[int, np.ndarray] = {}  # client -> its (runs, P) updates or gradients of the round
-        self._chose = False  # the round's choice exchange is done (a later losses call is the final pass)
-        self._run = 0
-        self.round_losses = (np.zeros(0, dtype=np.int64), np.zeros((0, 0)))  # answering clients, their losses
-
-    def _local_start(self):
-        """SR-FCA's local models' common start: ``local_start``, else ``initial_arrays``."""
-        return self._strategy._start[None]
-
-    def distances(self, a, b) -> np.ndarray:
-        """Pairwise l2 distances; a local model that did not arrive (a NaN row) is at NaN distance from all."""
-        a, b = self._strategy._numpy(a), self._strategy._numpy(b)
-        ok_a, ok_b = np.isfinite(a).all(1), np.isfinite(b).all(1)
-        D = np.full((len(a), len(b)), np.nan)
-        D[np.ix_(ok_a, ok_b)] = self._stacks.distances(a[ok_a], b[ok_b])
-        return D
-
-    def client_gradients(self, models, labels, clients=None):
-        """Each client's gradient at its model (SR-FCA's TrimmedMeanGD); integer entries get none."""
-        G = super().client_gradients(models, labels, clients)
-        if self._integer.any():  # a step leaves the integer entries
-            G[:, self._tensor(self._integer).bool() if self._torch else self._integer] = 0.0
-        return G
-
-    def _ask(self, action: str, idx: np.ndarray, config: dict, **payload):
-        ans = super()._ask(action, idx, config, **payload)
-        self.n_samples = self.n_samples.astype(np.float64, copy=False)
-        self.n_samples[idx[ans.answered]] = ans.metrics["n"][ans.answered, 0]
-        return ans
-
-    def at_round(self, t: int):
-        self._strategy._begin_round(t)
-        self._chose, self._run, self._chosen = False, 0, {}
-        return super().at_round(t)
-
-    def losses(self, models, clients=None) -> np.ndarray:
-        """``f_i(models[j])``; with ``choose``, from the round's one exchange (class docstring)."""
-        idx = self._index(clients)
-        if self.choose is None or self._chose:
-            L = super().losses(models, clients)
-        else:
-            self._chose = True
-            M = self._rows(models)
-            strategy = self._strategy
-            lrs = strategy._run_step_sizes()
-            # the round's step size (lr_decay), as local_update's train messages carry it; several step sizes
-            # (IFCA's restarts over step sizes): run r's, a list of one per run
-            decayed = [float(v * self.lr_decay ** self._round) for v in lrs]
-            each = [{"lr": decayed[0] if len(set(lrs)) == 1 else decayed}] * len(idx) if self.choose == TRAIN and (
-                self.lr_decay != 1.0 or len(set(lrs)) > 1) else None
-            ans = self._ask(self.choose, idx, {}, common=M, runs=self.runs, each=each)
-            L = ans.table("losses", len(M))
-            rows = ans.stack(self.runs, self.n_params, np.float64)
-            self._chosen = {int(i): rows[a] for a, i in enumerate(idx) if ans.answered[a]}
-        ok = ~np.isin(np.arange(len(idx)), sorted(self.lost))
-        self.round_losses = (idx[ok], L[ok])
-        return L
-
-    def local_update(self, models, labels, steps: int, lr, clients=None, state=None):
-        if self.choose is None:
-            return super().local_update(models, labels, steps, lr, clients, state)
-        idx, r = self._index(clients), self._run
-        self._run += 1  # IFCA's model averaging asks run after run
-        self._lost_rows = None
-        return self._tensor(np.stack([self._chosen[int(i)][r] for i in idx]) if len(idx) else
-                            np.zeros((0, self.n_params)))
-
-    def weighted_gradients(self, models, weights, clients=None):
-        """``G[j] = sum_i weights[i, j] grad f_i(models[j])``, each client at its one model (one-hot weights).  A
-        client lost in this exchange leaves the round (``normalise``, below).  Integer entries get no gradient (a
-        step leaves them)."""
-        idx, W = self._index(clients), np.array(weights, dtype=np.float64)
-        G = np.zeros((W.shape[1], self.n_params))
-        if self.choose is not None and len(idx):  # the round's choice exchange brought every run's gradient
-            k = W.shape[1] // self.runs
-            grads = np.stack([self._chosen[int(i)] for i in idx])  # (c, runs, P)
-            for r in range(self.runs):  # a few runs; each run's clients and models in one product
-                G[r * k:(r + 1) * k] = W[:, r * k:(r + 1) * k].T @ grads[:, r]
-        ask = np.flatnonzero(W.any(1))
-        if self.choose is None and len(ask):  # one model per client (no restarts without the client's choice)
-            cols, M = W[ask].argmax(1), self._rows(models)
-            ans = self._ask(GRADIENT, idx[ask], {}, rows=[M[j:j + 1] for j in cols],
-                            each=[{"cluster": int(j)} for j in cols])
-            w, got = W[ask, cols], ans.answered
-            # a client lost here leaves the round: the others' weights keep their total (IFCA: 1 / |M_t| over the
-            # clients that answered) or each model's (CLoVE: n_i-weighted among the model's answering clients)
-            groups = [np.ones(len(w), dtype=bool)] if self.normalise == "total" else [cols == j for j in set(cols)]
-            for g in groups:
-                if (g & got).any():
-                    w[g & got] *= w[g].sum() / w[g & got].sum()
-            w = np.where(got, w, 0.0)
-            np.add.at(G, cols[got], w[got, None] * ans.stack(1, self.n_params, np.float64)[got, 0])
-        G[:, self._integer] = 0.0
-        return self._tensor(G)
-
-    def combine(self, weights, values):
-        """The clients' average (lost updates left out, :class:`~nets.flower.backend.FederatedBackend`); each
-        integer entry the largest of the averaged clients' (BatchNorm's ``num_batches_tracked``: the most batches
-        any of them has seen)."""
-        W = np.array(weights, dtype=np.float64)
-        if self._lost_rows is not None and values is self._lost_rows[0]:
-            W[self._lost_rows[1]] = 0.0  # a lost client's row is the model it was sent, not an update
-        out = super().combine(weights, values)
-        if not len(out) or not self._integer.any():
-            return out
-        numpy = self._strategy._numpy
-        return self._tensor(_keep_integers(self._strategy.layout, numpy(out), numpy(out), W, numpy(values)))
-
-
 class IFCA(ClusteredStrategy):
     """IFCA (Ghosh et al., IFCA journal Alg. 2; option I gradient averaging, option II model averaging) for any
     model and ClientApp.
 
     The estimator :class:`synth.algorithms.ifca.IFCA` -- the one IFCA of ``nets run`` -- runs on the server; each
-    of its operations on client data is one exchange of the client contract's messages (:class:`_ClientsBackend`).
+    of its operations on client data is one exchange of the client contract's messages (:class:`FederatedBackend`).
     Each round the sampled clients (the estimator's ``M_t``: ``fraction_train`` and ``min_train_nodes`` give its
     ``participation``, the draw is the estimator's, over the nodes sorted by id) report the loss of each of the
     ``n_clusters`` models on their training data; each takes the model of lowest loss (its cluster identity,
@@ -1207,9 +1061,9 @@ class IFCA(ClusteredStrategy):
     def _starts(self) -> int:
         return self.n_init
 
-    def _backend(self, m: int) -> _ClientsBackend:
+    def _backend(self, m: int) -> FederatedBackend:
         kind = GRADIENT if self.averaging == "gradient" else TRAIN
-        return _ClientsBackend(self, m, kind if self.client_choice else None, self._runs())
+        return super()._backend(m, choose=kind if self.client_choice else None, runs=self._runs())
 
     def _estimator(self, m: int, rounds: int, train: dict, starts: np.ndarray, monitor):
         from synth.algorithms.ifca import IFCA as Estimator
@@ -1235,7 +1089,7 @@ class CLoVE(ClusteredStrategy):
 
     The estimator :class:`synth.algorithms.clove.CLoVE` -- the one CLoVE of ``nets run`` -- runs on the server,
     each of its operations on client data one exchange of the client contract's messages
-    (:class:`_ClientsBackend`).  Each round the sampled clients (the estimator's ``M^(t)``: ``fraction_train`` and
+    (:class:`FederatedBackend`).  Each round the sampled clients (the estimator's ``M^(t)``: ``fraction_train`` and
     ``min_train_nodes`` give its ``participation``, over the nodes sorted by id) report their loss vectors (the
     losses of all models, ``query.losses``); the estimator clusters the loss vectors and matches client clusters to
     models (options ``sqrt_loss``, ``clustering``, ``matching``, ``kmeans_n_init``; ``first_round="random"`` gives
@@ -1264,8 +1118,8 @@ class CLoVE(ClusteredStrategy):
     def _settings(self) -> dict:
         return {**self._options, **super()._settings()}
 
-    def _backend(self, m: int) -> _ClientsBackend:
-        return _ClientsBackend(self, m, normalise="cluster")
+    def _backend(self, m: int) -> FederatedBackend:
+        return super()._backend(m, normalise="cluster")
 
     def _estimator(self, m: int, rounds: int, train: dict, starts: np.ndarray, monitor):
         return self._make(_CLoVEEstimator, **self._options, averaging=self.averaging, init=starts,
@@ -1278,7 +1132,7 @@ class SRFCA(ClusteredStrategy):
 
     The estimator :class:`synth.algorithms.srfca.SRFCA` -- the one SR-FCA of ``nets run`` -- runs on the server,
     each of its operations on client data one exchange of the client contract's messages
-    (:class:`_ClientsBackend`).  ONE_SHOT: every client trains its local model from ``initial_arrays`` (or
+    (:class:`FederatedBackend`).  ONE_SHOT: every client trains its local model from ``initial_arrays`` (or
     ``local_start``) for ``local_train_steps`` steps at ``local_step_size`` (``train``); the server joins clients
     whose local models are within ``threshold`` (``dist="l2"``: Euclidean distance; ``"cross"``: Def. 5.1's
     cross-cluster loss, from one ``query.losses`` of every local model on every client) and keeps components of at
@@ -1381,9 +1235,6 @@ class SRFCA(ClusteredStrategy):
     def _train_defaults(self) -> dict:
         return {"local-steps": self.local_train_steps, "lr": self.local_step_size}
 
-    def _backend(self, m: int) -> _ClientsBackend:
-        return _ClientsBackend(self, m)
-
     def _estimator(self, m: int, rounds: int, train: dict, starts: np.ndarray, monitor):
         from synth.algorithms.srfca import SRFCA as Estimator
 
@@ -1395,7 +1246,7 @@ class SRFCA(ClusteredStrategy):
                           diameter=self.diameter, center=self._center, dist=self.dist, start=self.w0,
                           random_state=self._rng, monitor=monitor)
 
-    def _round_extra(self, t: int, runs: list, backend: _ClientsBackend) -> dict:
+    def _round_extra(self, t: int, runs: list, backend: FederatedBackend) -> dict:
         if t:
             return {"refine": t}
         est = self._est  # ONE_SHOT: the distribution its threshold cut (QUANTILES), and the threshold
@@ -1480,11 +1331,11 @@ class Local(ClusteredStrategy):
 
     def _initial_models(self, initial_arrays: ArrayRecord) -> np.ndarray:
         models = super()._initial_models(initial_arrays)
-        self._start = models[0]  # every client's start (_ClientsBackend._local_start)
+        self._start = models[0]  # every client's start (FederatedBackend's local_start)
         return models
 
-    def _backend(self, m: int) -> _ClientsBackend:
-        return _LocalBackend(self, m)
+    def _backend(self, m: int) -> FederatedBackend:
+        return super()._backend(m, _LocalBackend)
 
     def _estimator(self, m: int, rounds: int, train: dict, starts: np.ndarray, monitor):
         from synth.algorithms.baselines import LocalModels
@@ -1492,18 +1343,18 @@ class Local(ClusteredStrategy):
         return _LocalFit(self._make(LocalModels, local="gd", local_train_steps=train["local-steps"],
                                     local_step_size=train["lr"]), monitor)
 
-    def _round_extra(self, t: int, runs: list, backend: _ClientsBackend) -> dict:
+    def _round_extra(self, t: int, runs: list, backend: FederatedBackend) -> dict:
         return {}  # no losses are asked: Local has no objective across clients
 
 
-class _LocalBackend(_ClientsBackend):
+class _LocalBackend(FederatedBackend):
     """Local's backend: a local model that did not arrive is the start it was sent (as a lost ``local_update`` row
     is), not a NaN row, so the estimator's finite-model check holds; :class:`_LocalFit` then removes its client."""
 
     def local_models(self, method: str = "gd", steps: int = 100, lr: float = 0.1, init=None, clients=None):
         rows = super().local_models(method, steps, lr, init, clients)
         if self.lost:
-            rows = self._tensor(self._strategy._numpy(rows))
+            rows = self._tensor(self._float64(rows))
             rows[sorted(self.lost)] = self._tensor(self._rows(self._local_start()))
         return rows
 
@@ -1516,7 +1367,7 @@ class _LocalFit:
     def __init__(self, estimator, monitor: Callable[[int, Any, np.ndarray], dict]):
         self.estimator, self.monitor = estimator, monitor
 
-    def fit(self, backend: _ClientsBackend) -> _LocalFit:
+    def fit(self, backend: FederatedBackend) -> _LocalFit:
         res = self.estimator.fit(backend).result_
         members = np.setdiff1d(np.arange(backend.n_clients), sorted(backend.lost))
         labels = np.full(backend.n_clients, -1, dtype=np.int64)

@@ -54,12 +54,14 @@ class _ClientWithConfig(ClientApp):
 
 
 def run_app(server_app: ServerApp, client_app: ClientApp, num_supernodes: int, *,
-            run_config: dict[str, Any] | None = None, actors: int = 1, verbose: bool = False) -> Context:
+            run_config: dict[str, Any] | None = None, actors: int = 1, verbose: bool = False,
+            quiet: bool = False) -> Context:
     """Simulate ``num_supernodes`` SuperNodes running ``client_app`` and the ``server_app`` that drives them.
 
     ``run_config`` is the run config both apps' contexts hold.  ``actors``: ClientApps computing at a time (one
-    core each, at most the usable cores).  Returns the ServerApp's context.  Raises
-    :class:`~nets.flower.session.Interrupted` on SIGINT/SIGTERM after stopping the run and Ray.
+    core each, at most the usable cores).  ``verbose``: Flower's debug logs; ``quiet``: none of Flower's logs,
+    errors included (``nets flower``, whose strategies report lost clients themselves).  Returns the ServerApp's
+    context.  Raises :class:`~nets.flower.session.Interrupted` on SIGINT/SIGTERM after stopping the run and Ray.
     """
     from flwr.simulation import run_simulation
 
@@ -84,14 +86,15 @@ def run_app(server_app: ServerApp, client_app: ClientApp, num_supernodes: int, *
 
     flwr_logger = logging.getLogger("flwr")
     level = flwr_logger.level
-    if verbose:
-        flwr_logger.setLevel(logging.DEBUG)
+    if verbose or quiet:
+        flwr_logger.setLevel(logging.DEBUG if verbose else logging.CRITICAL + 1)
     backend = ray_config(actors)
+    client = _ClientWithConfig(client_app, config) if config else client_app
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Tip: In future versions of Ray", category=FutureWarning)
             with ray_session(backend["init_args"], on_stop=stop):
-                run_simulation(server_app=server, client_app=_ClientWithConfig(client_app, config),
+                run_simulation(server_app=server, client_app=client,
                                num_supernodes=num_supernodes, backend_config=backend, verbose_logging=verbose)
     finally:
         flwr_logger.setLevel(level)

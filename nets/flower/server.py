@@ -18,10 +18,7 @@ cluster's) and stopped with it, interrupted or not, leaving no process behind (:
 from __future__ import annotations
 
 import json
-import logging
 import os
-import time
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,7 +27,6 @@ from flwr.serverapp import Grid, ServerApp
 
 from synth.validation import check_int
 
-from .session import ray_session
 from .strategies import FlowerStrategy, strategy_for
 
 __all__ = ["RUN_CONFIG", "app", "check_actors", "check_simulation_memory", "params_from_run_config", "ray_config",
@@ -102,9 +98,8 @@ def simulate(strategies: Sequence[FlowerStrategy], *, actors: int = 1, verbose: 
     failing client (a :class:`~nets.flower.strategies.ClientFailed` warning).  SIGINT or SIGTERM ends the run
     with :class:`~nets.flower.session.Interrupted`, after Ray and its processes are stopped.
     """
-    from flwr.simulation import run_simulation
-
     from .client import app as client_app
+    from .runner import run_app
 
     clients = {int(s.p["clients"]) for s in strategies}
     if len(clients) != 1:
@@ -118,28 +113,9 @@ def simulate(strategies: Sequence[FlowerStrategy], *, actors: int = 1, verbose: 
         for strategy in strategies:  # one after another, on the same SuperNodes
             strategy.start(grid)
 
-    def stop() -> None:  # the ServerApp thread leaves its exchange, so the process can end
-        for strategy in strategies:
-            strategy.stop()
-        deadline = time.monotonic() + STOP_SECONDS
-        while any(s.running for s in strategies) and time.monotonic() < deadline:
-            time.sleep(0.05)
-
-    flwr_logger = logging.getLogger("flwr")
-    level = flwr_logger.level
     # without --verbose Flower's logs stay quiet, errors included: a failing client is one warning line (the
     # strategy's), an error of the run one exception
-    flwr_logger.setLevel(logging.DEBUG if verbose else logging.CRITICAL + 1)
-    config = ray_config(actors)
-    try:
-        with warnings.catch_warnings():
-            # Ray's notice about a future default (accelerator variables), raised at every start
-            warnings.filterwarnings("ignore", message="Tip: In future versions of Ray", category=FutureWarning)
-            with ray_session(config["init_args"], on_stop=stop):
-                run_simulation(server_app=server, client_app=client_app, num_supernodes=clients.pop(),
-                               backend_config=config, verbose_logging=verbose)
-    finally:
-        flwr_logger.setLevel(level)
+    run_app(server, client_app, clients.pop(), actors=actors, verbose=verbose, quiet=True)
     missing = [type(s).__name__ for s in strategies if s.record is None]
     if missing:
         raise RuntimeError(f"the simulation ended before {', '.join(missing)} finished")

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 from flwr.supercore import log
@@ -49,6 +49,7 @@ from ..backend import TorchBackend
 from ..datasets import default_model
 from ..device import resolve_device
 from ..evaluate import clustering_scores, mean_scores, train_identity_scores
+from ..experiment import _Recorder
 from ..functional import FunctionalModel
 from ..models import MODELS, model_factory
 from .arrays import Layout
@@ -219,15 +220,8 @@ class FlowerStrategy(Strategy):
         log(INFO, "\t├──> %s (cflab algo %r, %s)", type(self).__name__, self.algo, ALGOS[self.algo].paper)
         log(INFO, "\t└──> parameters: %s", json.dumps(self.params, sort_keys=True))
 
-    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                        grid: Grid) -> list[Message]:
-        """Not Flower's round loop: the estimator makes the exchanges (:meth:`start`)."""
-        raise RuntimeError(f"{type(self).__name__}'s rounds are the estimator's; run it with start()")
-
-    def aggregate_train(self, server_round: int, replies) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """Not Flower's round loop: the estimator makes the exchanges (:meth:`start`)."""
-        raise RuntimeError(f"{type(self).__name__}'s rounds are the estimator's; run it with start()")
-
+    # not Flower's round loop: the estimator makes the exchanges (start), as in the public strategies
+    configure_train, aggregate_train = ClusteredStrategy.configure_train, ClusteredStrategy.aggregate_train
     configure_evaluate, aggregate_evaluate = configure_train, aggregate_train
 
     def start(self, grid: Grid, initial_arrays: ArrayRecord | None = None, num_rounds: int | None = None,
@@ -393,7 +387,7 @@ class FlowerStrategy(Strategy):
 
         ``common``: model rows every client gets; ``rows``: each client's own rows; ``each``: each client's own
         settings; ``runs``: the client's choice over that many runs.  The public strategy's backend
-        (:class:`~nets.flower.clustered._ClientsBackend`) makes every operation on client data through it.
+        (:class:`~nets.flower.backend.FederatedBackend`) makes every operation on client data through it.
         """
         public = self._public
         clients = np.asarray(clients, dtype=np.int64)
@@ -535,42 +529,34 @@ class FlowerStrategy(Strategy):
         return mean_scores(t["eval-loss"], accuracy, t[NUM_EXAMPLES], lab[ok] < 0, rule, choice.astype(np.int64))
 
 
-class _Monitor:
-    """The estimator's monitor in a Flower run: per-round clustering metrics (``nets run``'s history rows) and
-    the labels of every call; the test scores of ``eval_every`` come from an ``evaluate`` exchange."""
+class _Monitor(_Recorder):
+    """The estimator's monitor in a Flower run: ``nets run``'s (per-round clustering metrics, its history rows),
+    with the test scores of ``eval_every`` from an ``evaluate`` exchange, the labels of every call, no ARI for a
+    round in which no client answered, and a log line per call."""
 
     def __init__(self, strategy: FlowerStrategy, truth, rule: str, n_runs: int):
         p = strategy.p
-        self.strategy, self.truth, self.rule, self.n_runs = strategy, truth, rule, n_runs
-        self.eval_every, self.rounds = p["eval_every"], p["rounds"]
-        self.rows: list[dict] = []
+        super().__init__(strategy.evaluate, truth, rule, p["eval_every"], p["rounds"], n_runs, None, None)
+        self.strategy = strategy
         self.labels: list[np.ndarray] = []
-        self._pending = 0
+
+    def _clustering(self, t: int, labels) -> dict:
+        scores = _clustering_scores(labels, self.truth, t in self.strategy._log.silent())
+        return {"ari": scores["ari"], "misclustering": scores["misclustering"]}
 
     def __call__(self, t: int, models: np.ndarray, labels: np.ndarray) -> dict:
         if self.rule == "own":  # Local's one call is the public driver's round record; nets run's has no rounds
             return {}
         full = np.array(labels, dtype=np.int64)
         self.labels.append(full)
-        scores = _clustering_scores(full, self.truth, t in self.strategy._log.silent())
+        run = len(self._pending)
+        super().__call__(t, models, full)
         sizes = np.bincount(full[full >= 0], minlength=int(full.max(initial=-1)) + 1)
-        row = {"round": t, "run": self._pending, "ari": scores["ari"], "misclustering": scores["misclustering"],
-               "cluster-sizes": [int(c) for c in sizes], "unassigned": int((full < 0).sum())}
+        ari = self.rows[-1]["ari"]
         log(INFO, "%s round %d%s: %d clusters, sizes %s, %d unassigned, ARI %s", self.strategy.algo, t,
-            f" (run {self._pending})" if self.n_runs > 1 else "", int((sizes > 0).sum()), row["cluster-sizes"],
-            row["unassigned"], "n/a" if scores["ari"] is None else f"{scores['ari']:.3f}")
-        due = self.eval_every and ((t + 1) % self.eval_every == 0 or t == self.rounds - 1)
-        if due and self.rule != "own" and len(models) > 0:
-            scored = self.strategy.evaluate(models, self.rule, full if self.rule == "cluster" else None)
-            row.update(test_accuracy=scored["test_accuracy"], test_loss=scored["test_loss"])
-        self.rows.append(row)
-        self._pending = (self._pending + 1) % self.n_runs
+            f" (run {run})" if self.n_runs > 1 else "", int((sizes > 0).sum()), [int(c) for c in sizes],
+            int((full < 0).sum()), "n/a" if ari is None else f"{ari:.3f}")
         return {}
-
-    def history(self, best_run: int) -> dict:
-        rows = [r for r in self.rows if r["run"] == best_run]
-        keys = ("ari", "misclustering", "test_accuracy", "test_loss")
-        return {"rounds": [r["round"] for r in rows], **{k: [r.get(k) for r in rows] for k in keys}}
 
 
 def _clustering_scores(labels, truth, silent: bool) -> dict:
