@@ -1014,14 +1014,11 @@ class IFCA(ClusteredStrategy):
         self.n_init = check_int("n_init", n_init, low=1)
         # model averaging asks the runs' train messages one run after another; a gradient of every run needs one
         # message per client (the client's choice), which the server's one-model query.gradient cannot carry
-        if self.n_init > 1 and not client_choice and self.averaging == "gradient":
-            raise ValueError(f"n_init={n_init} restarts with gradient averaging need client_choice=True (each "
-                             "client returns its gradient at its model of every run from one message)")
-        if self.step_sizes is not None and len(self.step_sizes) > 1 and not client_choice and \
-                self.averaging == "gradient":
-            raise ValueError(f"step_sizes={list(self.step_sizes)} restarts with gradient averaging need "
-                             "client_choice=True (each client returns its gradient at its model of every run from "
-                             "one message)")
+        several = f"n_init={self.n_init}" if self.n_init > 1 else f"step_sizes={list(self.step_sizes)}" \
+            if self.step_sizes is not None and len(self.step_sizes) > 1 else None
+        if several and not client_choice and self.averaging == "gradient":
+            raise ValueError(f"{several} restarts with gradient averaging need client_choice=True (each client returns "
+                             "its gradient at its model of every run from one message)")
         self.best_run: int | None = None
         self.best_step_size: float | None = None
         self.run_losses: np.ndarray | None = None

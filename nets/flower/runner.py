@@ -32,8 +32,7 @@ from flwr.serverapp import Grid, ServerApp
 from synth.validation import check_int
 
 from .clustered import _RUNNING, stop_running
-from .server import STOP_SECONDS, check_actors, ray_config
-from .session import ray_session
+from .session import STOP_SECONDS, check_actors, ray_config, ray_session
 
 __all__ = ["SUPERNODE_BYTES", "check_supernodes", "load_app", "main", "run_app"]
 

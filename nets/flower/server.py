@@ -18,15 +18,13 @@ cluster's) and stopped with it, interrupted or not, leaving no process behind (:
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from synth.validation import check_int
-
+from .session import OBJECT_STORE_BYTES, check_actors, ray_config
 from .strategies import FlowerStrategy, strategy_for
 
 __all__ = ["RUN_CONFIG", "app", "check_actors", "check_simulation_memory", "params_from_run_config", "ray_config",
@@ -40,35 +38,6 @@ RUN_CONFIG = ("algo", "dataset", "clients", "rounds", "seed", "params", "algo-pa
 # server, raylet, monitor, dashboard, log monitor, two agents) about 600 MiB; plus the object store of ray_config
 ACTOR_BYTES = 640 * 2**20
 RAY_BYTES = 600 * 2**20
-OBJECT_STORE_BYTES = 200 * 2**20
-# seconds a stopped strategy's ServerApp thread is given to leave its exchange
-STOP_SECONDS = 5.0
-
-
-def ray_config(actors: int = 1) -> dict[str, Any]:
-    """``run_simulation``'s ``backend_config``: a new local Ray instance of ``actors`` CPUs, one per ClientApp."""
-    return {"init_args": {"address": "local", "num_cpus": int(actors), "include_dashboard": False,
-                          "object_store_memory": OBJECT_STORE_BYTES, "logging_level": "error",
-                          "log_to_driver": False},
-            "client_resources": {"num_cpus": 1, "num_gpus": 0.0}}
-
-
-def usable_cores() -> int:
-    """CPU cores this process may run on (its affinity mask where the platform has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - platforms without sched_getaffinity
-        return os.cpu_count() or 1
-
-
-def check_actors(actors: Any) -> int:
-    """``actors`` as an int in ``[1, usable cores]`` (Ray gives each actor one core), else ValueError/TypeError."""
-    actors = check_int("actors", actors, low=1)
-    cores = usable_cores()
-    if actors > cores:
-        raise ValueError(f"actors must be an integer in [1, {cores}] (one simulation actor per CPU core this process "
-                         f"may use), got {actors}")
-    return actors
 
 
 def check_simulation_memory(actors: int, data_bytes: Sequence[int]) -> float:

@@ -34,7 +34,10 @@ from collections.abc import Callable, Iterator
 from logging import INFO
 from typing import Any
 
-__all__ = ["MARKER", "Interrupted", "RunStopped", "StoppableGrid", "marked_processes", "pull_replies", "ray_session"]
+from synth.validation import check_int
+
+__all__ = ["MARKER", "Interrupted", "RunStopped", "StoppableGrid", "check_actors", "marked_processes", "pull_replies",
+           "ray_config", "ray_session"]
 
 # the environment variable whose value (unique per run) every process of the run's Ray instance inherits
 MARKER = "CFLAB_FLOWER_RUN"
@@ -42,6 +45,38 @@ MARKER = "CFLAB_FLOWER_RUN"
 STOP_GRACE_SECONDS = 10.0
 # seconds Ray's processes get to end after SIGTERM before they are killed
 GRACE_SECONDS = 3.0
+
+
+# Ray's object store of a simulation
+OBJECT_STORE_BYTES = 200 * 2**20
+# seconds a stopped strategy's ServerApp thread is given to leave its exchange
+STOP_SECONDS = 5.0
+
+
+def ray_config(actors: int = 1) -> dict[str, Any]:
+    """``run_simulation``'s ``backend_config``: a new local Ray instance of ``actors`` CPUs, one per ClientApp."""
+    return {"init_args": {"address": "local", "num_cpus": int(actors), "include_dashboard": False,
+                          "object_store_memory": OBJECT_STORE_BYTES, "logging_level": "error",
+                          "log_to_driver": False},
+            "client_resources": {"num_cpus": 1, "num_gpus": 0.0}}
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the platform has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - platforms without sched_getaffinity
+        return os.cpu_count() or 1
+
+
+def check_actors(actors: Any) -> int:
+    """``actors`` as an int in ``[1, usable cores]`` (Ray gives each actor one core), else ValueError/TypeError."""
+    actors = check_int("actors", actors, low=1)
+    cores = usable_cores()
+    if actors > cores:
+        raise ValueError(f"actors must be an integer in [1, {cores}] (one simulation actor per CPU core this process "
+                         f"may use), got {actors}")
+    return actors
 
 
 class Interrupted(KeyboardInterrupt):
@@ -197,7 +232,7 @@ def end_actors(value: str) -> list[int]:
 def ray_session(init_args: dict[str, Any], on_stop: Callable[[], None] | None = None) -> Iterator[str]:
     """A new local Ray instance for one Flower run (module docstring); yields the run's marker value.
 
-    ``init_args`` are ``ray.init``'s arguments (:func:`nets.flower.server.ray_config`); ``on_stop`` is called first
+    ``init_args`` are ``ray.init``'s arguments (:func:`ray_config`); ``on_stop`` is called first
     in the clean-up (the strategies stop their exchanges, so the ServerApp thread ends).
     """
     import ray
