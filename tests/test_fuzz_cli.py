@@ -374,7 +374,7 @@ def test_flower_runner_fuzz(argv, capsys, monkeypatch):
     from pathlib import Path
 
     from nets.flower import runner
-    from nets.flower.server import check_actors
+    from nets.flower.session import check_actors
 
     def checked_only(server_app, client_app, num_supernodes, *, run_config=None, actors=1, verbose=False):
         # run_app's checks, without starting the simulation

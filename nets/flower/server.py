@@ -1,9 +1,9 @@
 """The Flower ``ServerApp`` of cflab, and runs on Flower's simulation engine.
 
 * :func:`simulate` runs one or more strategies (:mod:`nets.flower.strategies`) one after another on one
-  simulated federation -- one SuperNode per client, each holding its partition -- under
-  ``flwr.simulation.run_simulation``, whose engine runs the ClientApps on Ray actors.  ``python -m nets flower``
-  calls it with one strategy.
+  simulated federation -- one SuperNode per client, each holding its partition -- with
+  :func:`nets.flower.runner.run_app` (Flower's ``run_simulation``, whose engine runs the ClientApps on Ray actors).
+  ``python -m nets flower`` calls it with one strategy.
 * :data:`app` is the ``ServerApp`` that ``flwr run`` starts (``pyproject.toml``'s ``[tool.flwr.app]``); the
   experiment comes from the run config (``[tool.flwr.app.config]`` or ``flwr run --run-config``).
 
@@ -24,18 +24,17 @@ from typing import Any
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from .session import OBJECT_STORE_BYTES, check_actors, ray_config
+from .session import OBJECT_STORE_BYTES, check_actors
 from .strategies import FlowerStrategy, strategy_for
 
-__all__ = ["RUN_CONFIG", "app", "check_actors", "check_simulation_memory", "params_from_run_config", "ray_config",
-           "run", "simulate"]
+__all__ = ["RUN_CONFIG", "app", "check_simulation_memory", "params_from_run_config", "run", "simulate"]
 
 # the keys of [tool.flwr.app.config]; "params" and "algo-params" hold further nets run settings as JSON objects
 RUN_CONFIG = ("algo", "dataset", "clients", "rounds", "seed", "params", "algo-params", "timeout", "start-timeout",
               "record")
 # resident memory measured on the 2-core EPYC (Ray 2.55, Flower 1.42, CPU torch) during a run of the embedded digits:
 # one ClientAppActor 640 MiB (Python, torch, Ray's worker, before its copy of the data); Ray's own processes (GCS
-# server, raylet, monitor, dashboard, log monitor, two agents) about 600 MiB; plus the object store of ray_config
+# server, raylet, monitor, dashboard, log monitor, two agents) about 600 MiB; plus the object store (session.py)
 ACTOR_BYTES = 640 * 2**20
 RAY_BYTES = 600 * 2**20
 
